@@ -1,0 +1,31 @@
+# The two commands a newcomer needs: `make demo` and `make test`.
+# Each creates its own virtual environment (.venv) and installs what it needs.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test acceptance install clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m nsqd.demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider
+
+# NSQ's black-box acceptance suite, against our nsqd and nsqlookupd.
+acceptance: $(STAMP)
+	NSQD_CMD="$(abspath $(VENV))/bin/nsqd" NSQLOOKUPD_CMD="$(abspath $(VENV))/bin/nsqlookupd" \
+		$(PY) -m pytest -q -p no:cacheprovider -c ../shared/acceptance/pytest.ini \
+		--rootdir ../shared/acceptance ../shared/acceptance $(ACCEPTANCE_ARGS)
+
+clean:
+	rm -rf $(VENV) build *.egg-info

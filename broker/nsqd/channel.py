@@ -1,0 +1,240 @@
+"""A channel: one copy of a topic's stream, shared by its consumers.
+
+Messages wait in a memory deque (up to --mem-queue-size), then in the backend; a
+delivered message sits in the in-flight queue until FIN, REQ or its timeout; REQ with a
+delay and DPUB park messages in the deferred queue. Delivery is pushed: whenever a
+message or a consumer's capacity appears, ``pump`` hands messages to ready consumers in
+turn.
+"""
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Callable
+
+from nsq_protocol.names import is_ephemeral
+
+from .backend import Backend
+from .message import MAX_ATTEMPTS, Message
+from .pqueue import DeferredQueue, InFlightQueue
+
+if TYPE_CHECKING:
+    from .client_conn import ClientConn
+
+log = logging.getLogger("nsqd")
+
+
+class ChannelError(Exception):
+    """FIN/REQ/TOUCH of a message the client does not hold."""
+
+
+class Channel:
+    def __init__(self, topic_name: str, name: str, backend: Backend, *, mem_queue_size: int,
+                 max_msg_timeout: float,
+                 on_ephemeral_empty: Callable[["Channel"], None] | None = None) -> None:
+        self.topic_name = topic_name
+        self.name = name
+        self.ephemeral = is_ephemeral(name)
+        self.backend = backend
+        self.mem_queue_size = mem_queue_size
+        self.max_msg_timeout = max_msg_timeout
+        self._on_ephemeral_empty = on_ephemeral_empty
+
+        self.memory: deque[Message] = deque()
+        self.in_flight = InFlightQueue()
+        self.deferred = DeferredQueue()
+        self.clients: dict[int, ClientConn] = {}
+        self._rotation: list[ClientConn] = []
+        self._next = 0
+        self._from_backend = False  # alternate memory/backend reads when both hold messages
+
+        self.paused = False
+        self.exiting = False
+        self.message_count = 0
+        self.requeue_count = 0
+        self.timeout_count = 0
+        self.e2e_latencies: deque[tuple[float, float]] | None = None  # (when, seconds) samples
+
+    # -- queue ----------------------------------------------------------------
+    @property
+    def depth(self) -> int:
+        return len(self.memory) + self.backend.depth
+
+    def put(self, msg: Message) -> None:
+        self.message_count += 1
+        self._enqueue(msg)
+        self.pump()
+
+    def put_deferred(self, msg: Message, delay: float) -> None:
+        self.message_count += 1
+        self.deferred.push(msg, time.monotonic() + delay)
+
+    def _enqueue(self, msg: Message) -> None:
+        if len(self.memory) < self.mem_queue_size:
+            self.memory.append(msg)
+        else:
+            self.backend.put(msg.encode())
+
+    def _next_message(self) -> Message | None:
+        backend = self.backend
+        if self.memory and not (self._from_backend and backend.depth):
+            self._from_backend = True
+            return self.memory.popleft()
+        self._from_backend = False
+        if backend.depth:
+            data = backend.get()
+            if data is not None:
+                try:
+                    return Message.decode(data)
+                except Exception as e:  # a corrupt entry must not stop delivery
+                    log.error("CHANNEL(%s:%s): dropping undecodable message from disk: %s",
+                              self.topic_name, self.name, e)
+                    return None
+        return self.memory.popleft() if self.memory else None
+
+    # -- consumers ------------------------------------------------------------
+    def add_client(self, client: "ClientConn") -> None:
+        if client.id not in self.clients:
+            self.clients[client.id] = client
+            self._rotation.append(client)
+
+    def remove_client(self, client_id: int) -> None:
+        client = self.clients.pop(client_id, None)
+        if client is None:
+            return
+        self._rotation.remove(client)
+        if not self.clients and self.ephemeral and self._on_ephemeral_empty is not None:
+            self._on_ephemeral_empty(self)
+
+    def pump(self) -> None:
+        """Hand queued messages to consumers with spare RDY, one each in turn."""
+        if self.paused or self.exiting:
+            return
+        rotation = self._rotation
+        n = len(rotation)
+        if not n:
+            return
+        idle = 0
+        i = self._next
+        while idle < n and (self.memory or self.backend.depth):
+            client = rotation[i % n]
+            i += 1
+            if not client.ready_for_message():
+                idle += 1
+                continue
+            idle = 0
+            msg = self._next_message()
+            if msg is None:
+                continue
+            self._deliver(client, msg)
+        self._next = i % n if n else 0
+
+    def _deliver(self, client: "ClientConn", msg: Message) -> None:
+        if client.sample_rate and random.randrange(100) >= client.sample_rate:
+            return  # sampled out: this consumer's channel skips the message
+        if msg.attempts < MAX_ATTEMPTS:
+            msg.attempts += 1
+        now = time.monotonic()
+        msg.client_id = client.id
+        msg.delivered_at = now
+        self.in_flight.push(msg, now + client.msg_timeout, client.msg_timeout)
+        client.send_message(msg)
+
+    # -- FIN / REQ / TOUCH ----------------------------------------------------
+    def _owned(self, client_id: int, msg_id: bytes) -> Message:
+        msg = self.in_flight.get(msg_id)
+        if msg is None:
+            raise ChannelError("ID not in flight")
+        if msg.client_id != client_id:
+            raise ChannelError("client does not own message")
+        return msg
+
+    def finish(self, client_id: int, msg_id: bytes) -> Message:
+        msg = self._owned(client_id, msg_id)
+        self.in_flight.remove(msg_id)
+        if self.e2e_latencies is not None:
+            now = time.time()
+            self.e2e_latencies.append((now, now - msg.timestamp / 1e9))
+        return msg
+
+    def requeue(self, client_id: int, msg_id: bytes, delay: float) -> None:
+        msg = self._owned(client_id, msg_id)
+        self.in_flight.remove(msg_id)
+        self.requeue_count += 1
+        if delay > 0:
+            self.deferred.push(msg, time.monotonic() + delay)
+        else:
+            self._enqueue(msg)
+
+    def touch(self, client_id: int, msg_id: bytes, timeout: float) -> None:
+        msg = self._owned(client_id, msg_id)
+        now = time.monotonic()
+        deadline = now + timeout
+        cap = msg.delivered_at + self.max_msg_timeout
+        if deadline > cap:
+            self.in_flight.retime(msg, cap, timeout, in_order=False)
+        else:
+            self.in_flight.retime(msg, deadline, timeout, in_order=True)
+
+    # -- the queue scan's work ------------------------------------------------
+    def process_in_flight(self, now: float) -> bool:
+        expired = self.in_flight.pop_expired(now)
+        for msg in expired:
+            self.timeout_count += 1
+            client = self.clients.get(msg.client_id)
+            if client is not None:
+                client.timed_out_message()
+            self._enqueue(msg)
+        return bool(expired)
+
+    def process_deferred(self, now: float) -> bool:
+        due = self.deferred.pop_due(now)
+        for msg in due:
+            self._enqueue(msg)
+        return bool(due)
+
+    # -- administration -------------------------------------------------------
+    def pause(self) -> None:
+        self.paused = True
+
+    def unpause(self) -> None:
+        self.paused = False
+        self.pump()
+
+    def empty(self) -> None:
+        self.memory.clear()
+        self.in_flight.clear()
+        self.deferred.clear()
+        self.backend.empty()
+        for client in self.clients.values():
+            client.empty_in_flight()
+
+    def close_clients(self) -> None:
+        for client in list(self.clients.values()):
+            client.close()
+
+    def persist(self) -> int:
+        """Write everything this channel holds (queued, in flight, deferred) to the backend,
+        in that order, and close it. Returns how many messages were written."""
+        self.exiting = True
+        pending = list(self.memory)
+        self.memory.clear()
+        pending += sorted(self.in_flight.clear(), key=lambda m: m.delivered_at)
+        pending += sorted(self.deferred.clear(), key=lambda m: m.deadline)
+        if pending:
+            self.backend.put_many([m.encode() for m in pending])
+        self.backend.close()
+        return len(pending)
+
+    def delete(self) -> None:
+        self.exiting = True
+        self.close_clients()
+        self.memory.clear()
+        self.in_flight.clear()
+        self.deferred.clear()
+        self.backend.delete()
+
+    def __repr__(self) -> str:
+        return f"Channel({self.topic_name}:{self.name})"

@@ -1,0 +1,170 @@
+"""One client connection's state: what it negotiated, its RDY and in-flight counts, and
+its output buffer (writes made in one event-loop turn leave in one socket write)."""
+from __future__ import annotations
+
+import asyncio
+import time
+from enum import IntEnum
+from typing import TYPE_CHECKING
+
+from nsq_protocol.frames import FRAME_HEADER
+from nsq_protocol.message import encode_message_frame
+
+from .compression import StreamCodec
+
+if TYPE_CHECKING:
+    from .auth import AuthState
+    from .channel import Channel
+    from .message import Message
+
+
+class ClientState(IntEnum):
+    INIT = 0
+    DISCONNECTED = 1
+    CONNECTED = 2
+    SUBSCRIBED = 3
+    CLOSING = 4
+
+
+class ClientConn:
+    def __init__(self, client_id: int, transport: asyncio.Transport, *, msg_timeout: float,
+                 heartbeat_interval: float, output_buffer_size: int,
+                 output_buffer_timeout: float) -> None:
+        self.id = client_id
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.remote_address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer or "")
+        host = self.remote_address.rsplit(":", 1)[0]
+        self.client_id = host
+        self.hostname = host
+        self.user_agent = ""
+        self.connect_ts = int(time.time())
+
+        self.state = ClientState.INIT
+        self.channel: Channel | None = None
+        self.msg_timeout = msg_timeout
+        self.heartbeat_interval = heartbeat_interval
+        self.output_buffer_size = output_buffer_size
+        self.output_buffer_timeout = output_buffer_timeout
+        self.sample_rate = 0
+        self.deflate = False
+        self.snappy = False
+        self.tls = False
+        self.feature_negotiation = False
+
+        self.ready_count = 0
+        self.in_flight_count = 0
+        self.message_count = 0
+        self.finish_count = 0
+        self.requeue_count = 0
+        self.pub_counts: dict[str, int] = {}
+
+        self.auth_secret = ""
+        self.auth_state: AuthState | None = None
+        self.auth_identity = ""
+        self.auth_identity_url = ""
+        self.authed = False
+
+        self.codec: StreamCodec | None = None
+        self.write_paused = False
+        self.closed = False
+        self._out: list[bytes] = []
+        self._out_size = 0
+        self._flush_handle: asyncio.Handle | None = None
+
+    # -- output ---------------------------------------------------------------
+    def write(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self._out.append(data)
+        self._out_size += len(data)
+        if self._out_size >= self.output_buffer_size:
+            self.flush()
+        elif self._flush_handle is None:
+            self._flush_handle = asyncio.get_running_loop().call_soon(self.flush)
+
+    def write_frame(self, frame_type: int, data: bytes) -> None:
+        self.write(FRAME_HEADER.pack(len(data) + 4, frame_type) + data)
+
+    def flush(self) -> None:
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        if not self._out or self.closed:
+            return
+        data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
+        self._out.clear()
+        self._out_size = 0
+        if self.codec is not None:
+            data = self.codec.encode(data)
+        self.transport.write(data)
+
+    def send_message(self, msg: "Message") -> None:
+        self.in_flight_count += 1
+        self.message_count += 1
+        self.write(encode_message_frame(msg.id, msg.timestamp, msg.attempts, msg.body))
+
+    # -- flow control ---------------------------------------------------------
+    def ready_for_message(self) -> bool:
+        return (self.state == ClientState.SUBSCRIBED and self.in_flight_count < self.ready_count
+                and not self.write_paused)
+
+    def finished_message(self) -> None:
+        self.finish_count += 1
+        self.in_flight_count = max(0, self.in_flight_count - 1)
+
+    def requeued_message(self) -> None:
+        self.requeue_count += 1
+        self.in_flight_count = max(0, self.in_flight_count - 1)
+
+    def timed_out_message(self) -> None:
+        self.in_flight_count = max(0, self.in_flight_count - 1)
+
+    def empty_in_flight(self) -> None:
+        self.in_flight_count = 0
+
+    def published(self, topic: str, count: int) -> None:
+        self.pub_counts[topic] = self.pub_counts.get(topic, 0) + count
+
+    def close(self) -> None:
+        """Flush what is buffered and close the connection."""
+        if self.closed:
+            return
+        self.flush()
+        self.closed = True
+        self.transport.close()
+
+    # -- stats ----------------------------------------------------------------
+    def stats(self, topic_filter: str = "") -> dict:
+        pub_counts = [{"topic": t, "count": c} for t, c in sorted(self.pub_counts.items())
+                      if not topic_filter or t == topic_filter]
+        tls_info = self.transport.get_extra_info("ssl_object")
+        return {
+            "client_id": self.client_id,
+            "hostname": self.hostname,
+            "version": "V2",
+            "remote_address": self.remote_address,
+            "state": int(self.state),
+            "ready_count": self.ready_count,
+            "in_flight_count": self.in_flight_count,
+            "message_count": self.message_count,
+            "finish_count": self.finish_count,
+            "requeue_count": self.requeue_count,
+            "connect_ts": self.connect_ts,
+            "sample_rate": self.sample_rate,
+            "deflate": self.deflate,
+            "snappy": self.snappy,
+            "user_agent": self.user_agent,
+            "authed": self.authed,
+            "auth_identity": self.auth_identity,
+            "auth_identity_url": self.auth_identity_url,
+            "pub_counts": pub_counts,
+            "tls": self.tls,
+            "tls_cipher_suite": tls_info.cipher()[0] if tls_info else "",
+            "tls_version": tls_info.version() if tls_info else "",
+            "tls_negotiated_protocol": (tls_info.selected_alpn_protocol() or "") if tls_info else "",
+            "tls_negotiated_protocol_is_mutual": False,
+        }
+
+    def __repr__(self) -> str:
+        return f"{self.remote_address}({self.client_id})"

@@ -1,0 +1,433 @@
+"""NSQD: owns the topics, the listeners and the background loops, and starts and stops them."""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import os
+import socket
+import ssl
+import time
+from typing import TYPE_CHECKING, Awaitable
+
+from aiohttp import web
+
+from nsq_protocol import OK
+from nsq_protocol import errors as E
+from nsq_protocol.commands import CommandLimits
+from nsq_protocol.errors import ProtocolError
+from nsq_protocol.frames import FRAME_RESPONSE
+from nsq_protocol.identify import Negotiated, ServerLimits
+from nsq_protocol.names import is_ephemeral
+
+from . import __version__, metadata
+from .auth import AuthClient, AuthError
+from .backend import Backend, DiscardingBackend
+from .channel import Channel
+from .client_conn import ClientConn
+from .diskqueue import DiskQueue
+from .guid import GuidFactory
+from .http_api import HttpApi
+from .lookup import LookupdPeers
+from .message import MESSAGE_OVERHEAD, Message
+from .options import NsqdOptions
+from .queue_scan import QueueScanner
+from .tls import peer_common_name, server_context
+from .topic import Topic
+
+if TYPE_CHECKING:
+    from .protocol_v2 import V2Protocol
+
+log = logging.getLogger("nsqd")
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """``host:port``, ``[v6]:port`` or ``:port`` (every interface)."""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    return host or "0.0.0.0", int(port)
+
+
+class NSQD:
+    version = __version__
+
+    def __init__(self, options: NsqdOptions) -> None:
+        self.options = options
+        self.data_path = options.data_path or os.getcwd()
+        self.topics: dict[str, Topic] = {}
+        self.clients: dict[int, ClientConn] = {}
+        self.exiting = False
+        self.health = "OK"
+        self.start_time = int(time.time())
+        self.tcp_port = 0
+        self.http_port = 0
+        self.https_port = 0
+
+        self._client_ids = itertools.count(1)
+        self._guid = GuidFactory(options.node_id)
+        self._loading = False
+        self._metadata_pending = False
+        self.tls_context: ssl.SSLContext | None = server_context(options)
+        self.command_limits = CommandLimits(
+            max_msg_size=options.max_msg_size, max_body_size=options.max_body_size,
+            max_req_timeout_ms=int(options.max_req_timeout * 1000))
+        self.identify_limits = self._identify_limits()
+        self.auth = AuthClient(options.auth_http_addresses, options.auth_http_request_method,
+                               options.http_client_connect_timeout, options.http_client_request_timeout)
+        self.scanner = QueueScanner(
+            self.all_channels, interval=options.queue_scan_interval,
+            refresh_interval=options.queue_scan_refresh_interval,
+            selection_count=options.queue_scan_selection_count,
+            dirty_percent=options.queue_scan_dirty_percent)
+        self.lookup: LookupdPeers | None = None
+        self._servers: list[asyncio.AbstractServer] = []
+        self._runners: list[web.AppRunner] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopped = asyncio.Event()
+
+    def _identify_limits(self) -> ServerLimits:
+        o = self.options
+        return ServerLimits(
+            version=self.version, max_rdy_count=o.max_rdy_count,
+            msg_timeout_ms=int(o.msg_timeout * 1000), max_msg_timeout_ms=int(o.max_msg_timeout * 1000),
+            heartbeat_interval_ms=int(o.heartbeat_interval * 1000),
+            max_heartbeat_interval_ms=int(o.max_heartbeat_interval * 1000),
+            output_buffer_size=16 * 1024, max_output_buffer_size=o.max_output_buffer_size,
+            output_buffer_timeout_ms=int(o.output_buffer_timeout * 1000),
+            min_output_buffer_timeout_ms=int(o.min_output_buffer_timeout * 1000),
+            max_output_buffer_timeout_ms=int(o.max_output_buffer_timeout * 1000),
+            max_deflate_level=o.max_deflate_level, deflate_enabled=o.deflate,
+            snappy_enabled=o.snappy, tls_available=self.tls_context is not None,
+            auth_required=o.auth_enabled)
+
+    # -- clients --------------------------------------------------------------
+    def next_client_id(self) -> int:
+        return next(self._client_ids)
+
+    def add_client(self, client: ClientConn) -> None:
+        self.clients[client.id] = client
+
+    def remove_client(self, client_id: int) -> None:
+        self.clients.pop(client_id, None)
+
+    def new_message(self, body: bytes) -> Message:
+        return Message(self._guid.next_id(), body)
+
+    # -- topics and channels --------------------------------------------------
+    def _backend(self, name: str, ephemeral: bool) -> Backend:
+        if ephemeral:
+            return DiscardingBackend()
+        o = self.options
+        return DiskQueue(name, self.data_path, max_bytes_per_file=o.max_bytes_per_file,
+                         min_msg_size=MESSAGE_OVERHEAD, max_msg_size=o.max_msg_size + MESSAGE_OVERHEAD,
+                         sync_every=o.sync_every, sync_timeout=o.sync_timeout, logger=log)
+
+    def _new_channel(self, topic: Topic, name: str) -> Channel:
+        channel = Channel(topic.name, name, self._backend(f"{topic.name}:{name}", topic.ephemeral or is_ephemeral(name)),
+                          mem_queue_size=self.options.mem_queue_size,
+                          max_msg_timeout=self.options.max_msg_timeout,
+                          on_ephemeral_empty=self._ephemeral_channel_empty)
+        if self.options.e2e_processing_latency_percentiles:
+            from collections import deque
+            channel.e2e_latencies = deque()
+        return channel
+
+    def get_topic(self, name: str) -> Topic:
+        topic = self.topics.get(name)
+        if topic is not None:
+            return topic
+        topic = Topic(name, self._backend(name, is_ephemeral(name)),
+                      mem_queue_size=self.options.mem_queue_size, channel_factory=self._new_channel,
+                      on_channel_added=self._channel_added, on_channel_removed=self._channel_removed,
+                      on_ephemeral_empty=self._ephemeral_topic_empty)
+        self.topics[name] = topic
+        log.info("TOPIC(%s): created", name)
+        if self.lookup is not None:
+            self.lookup.register(name)
+        self._persist_metadata_soon(topic.ephemeral)
+        if self._loading:
+            return topic
+        if self.lookup is not None and self.lookup.http_addresses():
+            asyncio.get_running_loop().create_task(self._start_with_lookupd_channels(topic))
+        else:
+            topic.start()
+        return topic
+
+    async def _start_with_lookupd_channels(self, topic: Topic) -> None:
+        """A new topic first creates the channels lookupd knows for it, so none of them
+        misses the first messages."""
+        assert self.lookup is not None
+        try:
+            names = await asyncio.wait_for(self.lookup.channels_for_topic(topic.name),
+                                           self.options.http_client_request_timeout)
+        except Exception as e:
+            log.warning("TOPIC(%s): failed to fetch channels from lookupd: %s", topic.name, e)
+            names = []
+        if not topic.exiting:
+            for name in names:
+                if not is_ephemeral(name):
+                    topic.get_channel(name)
+            topic.start()
+
+    def delete_topic(self, name: str) -> None:
+        topic = self.topics.pop(name)
+        log.info("TOPIC(%s): deleting", name)
+        if self.lookup is not None:
+            for channel_name in topic.channels:
+                self.lookup.unregister(name, channel_name)
+        topic.delete()
+        if self.lookup is not None:
+            self.lookup.unregister(name)
+        self.scanner.channels_changed()
+        self._persist_metadata_soon(topic.ephemeral)
+
+    def set_topic_paused(self, name: str, paused: bool) -> None:
+        topic = self.topics[name]
+        topic.pause() if paused else topic.unpause()
+        self._persist_metadata_soon(topic.ephemeral)
+
+    def set_channel_paused(self, topic_name: str, channel_name: str, paused: bool) -> None:
+        channel = self.topics[topic_name].channels[channel_name]
+        channel.pause() if paused else channel.unpause()
+        self._persist_metadata_soon(channel.ephemeral)
+
+    def _channel_added(self, topic: Topic, channel: Channel) -> None:
+        log.info("TOPIC(%s): new channel(%s)", topic.name, channel.name)
+        if self.lookup is not None:
+            self.lookup.register(topic.name, channel.name)
+        self.scanner.channels_changed()
+        self._persist_metadata_soon(topic.ephemeral or channel.ephemeral)
+
+    def _channel_removed(self, topic: Topic, channel: Channel) -> None:
+        log.info("TOPIC(%s): deleted channel(%s)", topic.name, channel.name)
+        if self.lookup is not None:
+            self.lookup.unregister(topic.name, channel.name)
+        self.scanner.channels_changed()
+        self._persist_metadata_soon(topic.ephemeral or channel.ephemeral)
+
+    def _ephemeral_channel_empty(self, channel: Channel) -> None:
+        topic = self.topics.get(channel.topic_name)
+        if topic is not None and topic.channels.get(channel.name) is channel:
+            topic.delete_channel(channel.name)
+
+    def _ephemeral_topic_empty(self, topic: Topic) -> None:
+        if self.topics.get(topic.name) is topic:
+            self.delete_topic(topic.name)
+
+    def all_channels(self) -> list[Channel]:
+        return [c for t in self.topics.values() for c in t.channels.values()]
+
+    def registrations(self) -> list[tuple[str, str | None]]:
+        out: list[tuple[str, str | None]] = []
+        for topic in self.topics.values():
+            if topic.channels:
+                out.extend((topic.name, c) for c in topic.channels)
+            else:
+                out.append((topic.name, None))
+        return out
+
+    # -- metadata -------------------------------------------------------------
+    def _persist_metadata_soon(self, ephemeral: bool = False) -> None:
+        if ephemeral or self._loading or self._metadata_pending:
+            return
+        self._metadata_pending = True
+        asyncio.get_running_loop().call_soon(self.persist_metadata)
+
+    def persist_metadata(self) -> None:
+        self._metadata_pending = False
+        topics = [metadata.TopicMeta(t.name, t.paused,
+                                     [metadata.ChannelMeta(c.name, c.paused)
+                                      for c in t.channels.values() if not c.ephemeral])
+                  for t in self.topics.values() if not t.ephemeral]
+        try:
+            metadata.write(self.data_path, topics, self.version)
+        except OSError as e:
+            log.error("failed to persist metadata: %s", e)
+
+    def _load_metadata(self) -> None:
+        self._loading = True
+        try:
+            for t in metadata.read(self.data_path):
+                topic = self.get_topic(t.name)
+                if t.paused:
+                    topic.pause()
+                for c in t.channels:
+                    channel = topic.get_channel(c.name)
+                    if c.paused:
+                        channel.pause()
+                topic.start()
+        finally:
+            self._loading = False
+
+    # -- auth and TLS ---------------------------------------------------------
+    def authenticate(self, client: ClientConn, secret: str) -> Awaitable[bytes]:
+        async def run() -> bytes:
+            client.auth_secret = secret
+            await self._query_auth(client)
+            state = client.auth_state
+            assert state is not None
+            if not state.authorizations:
+                raise ProtocolError(E.E_UNAUTHORIZED, "AUTH no authorizations found")
+            return json.dumps({"identity": state.identity, "identity_url": state.identity_url,
+                               "permission_count": len(state.authorizations)}).encode()
+        return run()
+
+    async def _query_auth(self, client: ClientConn) -> None:
+        ssl_object = client.transport.get_extra_info("ssl_object")
+        try:
+            state = await self.auth.query(client.auth_secret, client.remote_address.rsplit(":", 1)[0].strip("[]"),
+                                          client.tls, peer_common_name(ssl_object))
+        except AuthError as e:
+            log.warning("PROTOCOL(V2): [%s] auth failed - %s", client, e)
+            raise ProtocolError(E.E_AUTH_FAILED, "AUTH failed") from None
+        client.auth_state = state
+        client.authed = True
+        client.auth_identity, client.auth_identity_url = state.identity, state.identity_url
+
+    def authorize(self, client: ClientConn, command: str, topic: str, channel: str) -> Awaitable[None] | None:
+        state = client.auth_state
+        if state is None or not state.authorizations:
+            raise ProtocolError(E.E_AUTH_FIRST, f"AUTH required before {command}")
+
+        def decide() -> None:
+            assert client.auth_state is not None
+            if not client.auth_state.allows(topic, channel):
+                raise ProtocolError(E.E_UNAUTHORIZED, f'AUTH failed for {command} on "{topic}" "{channel}"')
+
+        if not state.expired:
+            decide()
+            return None
+
+        async def refresh() -> None:
+            await self._query_auth(client)
+            decide()
+        return refresh()
+
+    def upgrade_tls(self, proto: "V2Protocol", negotiated: Negotiated) -> Awaitable[None]:
+        """IDENTIFY asked for tls_v1: wrap the connection, confirm with OK over TLS, then
+        apply compression on top if that was negotiated too."""
+        async def run() -> None:
+            client = proto.client
+            assert client is not None and proto.transport is not None and self.tls_context is not None
+            client.flush()
+            loop = asyncio.get_running_loop()
+            transport = await loop.start_tls(proto.transport, proto, self.tls_context, server_side=True,
+                                             ssl_handshake_timeout=self.options.http_client_request_timeout * 2)
+            if transport is None:
+                raise ProtocolError(E.E_IDENTIFY_FAILED, "TLS upgrade failed")
+            proto.transport = client.transport = transport  # type: ignore[assignment]
+            client.tls = True
+            client.write_frame(FRAME_RESPONSE, OK)
+            proto._upgrade_compression(negotiated.snappy, negotiated.deflate, negotiated.deflate_level)
+        return run()
+
+    # -- lookupd ----------------------------------------------------------------
+    def set_lookupd_addresses(self, addresses: list[str]) -> None:
+        self.options.nsqlookupd_tcp_addresses = addresses
+        if self.lookup is not None:
+            self.lookup.set_addresses(addresses)
+
+    def set_log_level(self, level: str) -> None:
+        self.options.log_level = level
+        from .logs import python_level
+        logging.getLogger("nsqd").setLevel(python_level(level))
+
+    def info(self) -> dict:
+        o = self.options
+        return {
+            "version": self.version,
+            "broadcast_address": o.broadcast_address,
+            "hostname": socket.gethostname(),
+            "http_port": o.broadcast_http_port or self.http_port,
+            "tcp_port": o.broadcast_tcp_port or self.tcp_port,
+            "start_time": self.start_time,
+            "topology_region": o.topology_region,
+            "topology_zone": o.topology_zone,
+        }
+
+    # -- start and stop -------------------------------------------------------
+    async def start(self) -> None:
+        from .protocol_v2 import V2Protocol
+
+        os.makedirs(self.data_path, exist_ok=True)
+        self._load_metadata()
+        loop = asyncio.get_running_loop()
+        host, port = split_address(self.options.tcp_address)
+        tcp = await loop.create_server(lambda: V2Protocol(self), host, port, reuse_address=True, backlog=1024)
+        self._servers.append(tcp)
+        self.tcp_port = tcp.sockets[0].getsockname()[1]
+        log.info("TCP: listening on %s", _bound(tcp))
+
+        http_runner = web.AppRunner(HttpApi(self).app(), access_log=None, handle_signals=False)
+        await http_runner.setup()
+        self._runners.append(http_runner)
+        host, port = split_address(self.options.http_address)
+        http = await loop.create_server(http_runner.server, host, port, reuse_address=True)
+        self._servers.append(http)
+        self.http_port = http.sockets[0].getsockname()[1]
+        log.info("HTTP: listening on %s", _bound(http))
+
+        if self.tls_context is not None and self.options.https_address:
+            host, port = split_address(self.options.https_address)
+            https = await loop.create_server(http_runner.server, host, port, ssl=self.tls_context,
+                                             reuse_address=True)
+            self._servers.append(https)
+            self.https_port = https.sockets[0].getsockname()[1]
+            log.info("HTTPS: listening on %s", _bound(https))
+
+        self.lookup = LookupdPeers(
+            identity={"broadcast_address": self.options.broadcast_address,
+                      "hostname": socket.gethostname(),
+                      "tcp_port": self.options.broadcast_tcp_port or self.tcp_port,
+                      "http_port": self.options.broadcast_http_port or self.http_port,
+                      "version": self.version},
+            registrations=self.registrations, addresses=list(self.options.nsqlookupd_tcp_addresses),
+            http_timeout=self.options.http_client_request_timeout, logger=log)
+        await self.lookup.start()
+        self._tasks.append(loop.create_task(self.scanner.run()))
+        self._tasks.append(loop.create_task(self._sync_loop()))
+
+    async def _sync_loop(self) -> None:
+        tick = min(1.0, max(0.05, self.options.sync_timeout / 4))
+        while True:
+            await asyncio.sleep(tick)
+            now = time.monotonic()
+            for topic in list(self.topics.values()):
+                topic.backend.sync_if_due(now)
+                for channel in list(topic.channels.values()):
+                    channel.backend.sync_if_due(now)
+
+    async def stop(self) -> None:
+        """Stop accepting, write everything held in memory to disk, close every client."""
+        if self.exiting:
+            await self._stopped.wait()
+            return
+        self.exiting = True
+        log.info("NSQ: closing")
+        for server in self._servers:
+            server.close()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.persist_metadata()
+        written = 0
+        for topic in list(self.topics.values()):
+            try:
+                written += topic.persist()
+            except Exception:
+                log.exception("TOPIC(%s): failed to persist", topic.name)
+        log.info("NSQ: persisted %d messages to disk", written)
+        for client in list(self.clients.values()):
+            client.close()
+        if self.lookup is not None:
+            await self.lookup.close()
+        await self.auth.close()
+        for runner in self._runners:
+            await runner.cleanup()
+        self._stopped.set()
+
+
+def _bound(server: asyncio.AbstractServer) -> str:
+    host, port = server.sockets[0].getsockname()[:2]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

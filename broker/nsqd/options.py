@@ -1,0 +1,157 @@
+"""nsqd's options: one model for the command line, the config file and the operator.
+
+Field names are NSQ's config-file names; the flag is the same with ``-`` (or the
+``flag`` given where NSQ spells it differently). Durations are seconds (Go duration
+strings on the command line). Defaults and bounds are nsqd v1.3.0's.
+"""
+from __future__ import annotations
+
+import hashlib
+import socket
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from nsq_protocol.flags import Duration
+
+LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
+
+
+def _default_node_id() -> int:
+    return int.from_bytes(hashlib.md5(socket.gethostname().encode()).digest()[:4], "big") % 1024
+
+
+def _flag(name: str) -> dict:
+    return {"flag": name}
+
+
+class NsqdOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    # identity and listeners
+    node_id: int = Field(default_factory=_default_node_id, ge=0, lt=1024,
+                         description="unique part for message IDs, (int) in range [0,1024)")
+    log_level: str = Field("info", description="set log verbosity: debug, info, warn, error, or fatal")
+    log_prefix: str = Field("[nsqd] ", description="log message prefix")
+    log_format: Literal["text", "json"] = Field("text", description="log line format: text (NSQ's) or json")
+    tcp_address: str = Field("0.0.0.0:4150", description="<addr>:<port> to listen on for TCP clients")
+    http_address: str = Field("0.0.0.0:4151", description="<addr>:<port> to listen on for HTTP clients")
+    https_address: str = Field("0.0.0.0:4152", description="<addr>:<port> to listen on for HTTPS clients")
+    broadcast_address: str = Field(default_factory=socket.gethostname,
+                                   description="address that will be registered with lookupd (defaults to the OS hostname)")
+    broadcast_tcp_port: int = Field(0, ge=0, le=65535, description="TCP port that will be registered with lookupd (defaults to the TCP port that this nsqd is listening on)")
+    broadcast_http_port: int = Field(0, ge=0, le=65535, description="HTTP port that will be registered with lookupd (defaults to the HTTP port that this nsqd is listening on)")
+    nsqlookupd_tcp_addresses: list[str] = Field(default_factory=list, json_schema_extra=_flag("lookupd-tcp-address"),
+                                                description="lookupd TCP address (may be given multiple times)")
+    auth_http_addresses: list[str] = Field(default_factory=list, json_schema_extra=_flag("auth-http-address"),
+                                           description="<addr>:<port> or a full url to query auth server (may be given multiple times)")
+    auth_http_request_method: Literal["get", "post"] = Field("get", description="HTTP method to use for auth server requests")
+    http_client_connect_timeout: Duration = Field(2.0, gt=0, description="timeout for HTTP connect")
+    http_client_request_timeout: Duration = Field(5.0, gt=0, description="timeout for HTTP request")
+    topology_region: str = Field("", description="region this nsqd runs in")
+    topology_zone: str = Field("", description="availability zone this nsqd runs in")
+
+    # disk and queues
+    data_path: str = Field("", description="path to store disk-backed messages (default: the working directory)")
+    mem_queue_size: int = Field(10000, ge=0, description="number of messages to keep in memory (per topic/channel)")
+    max_bytes_per_file: int = Field(104857600, gt=0, description="number of bytes per diskqueue file before rolling")
+    sync_every: int = Field(2500, ge=1, description="number of messages per diskqueue fsync")
+    sync_timeout: Duration = Field(2.0, gt=0, description="duration of time per diskqueue fsync")
+
+    queue_scan_interval: Duration = Field(0.1, gt=0, description="how often the queue scan loop samples channels")
+    queue_scan_refresh_interval: Duration = Field(5.0, gt=0, description="how often the queue scan loop refreshes its channel list")
+    queue_scan_selection_count: int = Field(20, ge=1, description="number of channels sampled per scan")
+    queue_scan_worker_pool_max: int = Field(4, ge=1, description="the maximum number of workers scanning channels")
+    queue_scan_dirty_percent: float = Field(0.25, gt=0, le=1, description="scan again at once when more than this fraction of sampled channels were dirty")
+
+    # messages and clients
+    msg_timeout: Duration = Field(60.0, ge=0.001, description="default duration to wait before auto-requeing a message")
+    max_msg_timeout: Duration = Field(900.0, ge=0.001, description="maximum duration before a message will timeout")
+    max_msg_size: int = Field(1048576, gt=0, description="maximum size of a single message in bytes")
+    max_body_size: int = Field(5242880, gt=0, description="maximum size of a single command body")
+    max_req_timeout: Duration = Field(3600.0, ge=0, description="maximum requeuing timeout for a message")
+    client_timeout: Duration = Field(60.0, gt=0, description="a client is dropped after this long without a command; heartbeats default to half of it")
+    max_heartbeat_interval: Duration = Field(60.0, gt=0, description="maximum client configurable duration of time between client heartbeats")
+    max_rdy_count: int = Field(2500, ge=1, description="maximum RDY count for a client")
+    max_output_buffer_size: int = Field(65536, ge=64, description="maximum client configurable size (in bytes) for a client output buffer")
+    max_output_buffer_timeout: Duration = Field(30.0, gt=0, description="maximum client configurable duration of time between flushing to a client")
+    min_output_buffer_timeout: Duration = Field(0.025, ge=0, description="minimum client configurable duration of time between flushing to a client")
+    output_buffer_timeout: Duration = Field(0.25, ge=0, description="default duration of time between flushing data to clients")
+    max_channel_consumers: int = Field(0, ge=0, description="maximum channel consumer connection count per nsqd instance (default 0, i.e., unlimited)")
+
+    # statsd and latency
+    statsd_address: str = Field("", description="UDP <addr>:<port> of a statsd daemon for pushing stats")
+    statsd_prefix: str = Field("nsq.%s", description="prefix used for keys sent to statsd (%s for host replacement)")
+    statsd_interval: Duration = Field(60.0, gt=0, description="duration between pushing to statsd")
+    statsd_mem_stats: bool = Field(True, description="toggle sending memory and GC stats to statsd")
+    statsd_udp_packet_size: int = Field(508, ge=64, description="the size in bytes of statsd UDP packets")
+    statsd_exclude_ephemeral: bool = Field(False, description="skip ephemeral topics and channels when sending stats to statsd")
+    e2e_processing_latency_window_time: Duration = Field(600.0, gt=0, description="calculate end to end latency quantiles for this duration of time")
+    e2e_processing_latency_percentiles: list[float] = Field(
+        default_factory=list, json_schema_extra=_flag("e2e-processing-latency-percentile"),
+        description="message processing time percentiles (as float (0, 1.0]) to track (can be specified multiple times)")
+
+    # compression
+    deflate: bool = Field(True, description="enable deflate feature negotiation (client compression)")
+    max_deflate_level: int = Field(6, ge=1, le=9, description="max deflate compression level a client can negotiate (> values == > nsqd CPU usage)")
+    snappy: bool = Field(True, description="enable snappy feature negotiation (client compression)")
+
+    # TLS
+    tls_cert: str = Field("", description="path to certificate file")
+    tls_key: str = Field("", description="path to key file")
+    tls_client_auth_policy: Literal["", "require", "require-verify"] = Field("", description="client certificate auth policy ('require' or 'require-verify')")
+    tls_root_ca_file: str = Field("", description="path to certificate authority file")
+    tls_required: Literal["false", "true", "tcp-https"] = Field("false", description="require TLS for client connections (true, false, tcp-https)")
+    tls_min_version: Literal["ssl3.0", "tls1.0", "tls1.1", "tls1.2", "tls1.3"] = Field("tls1.2", description="minimum SSL/TLS version acceptable")
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _log_level(cls, value: object) -> object:
+        if isinstance(value, str):
+            lowered = value.lower()
+            if lowered == "warning":
+                lowered = "warn"
+            if lowered not in LOG_LEVELS:
+                raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
+            return lowered
+        return value
+
+    @field_validator("tls_required", mode="before")
+    @classmethod
+    def _tls_required(cls, value: object) -> object:
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return value
+
+    @field_validator("e2e_processing_latency_percentiles")
+    @classmethod
+    def _percentiles(cls, values: list[float]) -> list[float]:
+        for v in values:
+            if not 0 < v <= 1:
+                raise ValueError(f"percentile {v} must be in (0, 1.0]")
+        return values
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "NsqdOptions":
+        if self.max_msg_timeout < self.msg_timeout:
+            raise ValueError("max-msg-timeout must not be below msg-timeout")
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ValueError("tls-cert and tls-key must be given together")
+        return self
+
+    # derived values used on hot paths
+    @property
+    def heartbeat_interval(self) -> float:
+        return self.client_timeout / 2
+
+    @property
+    def tls_enabled(self) -> bool:
+        return bool(self.tls_cert and self.tls_key)
+
+    @property
+    def auth_enabled(self) -> bool:
+        return bool(self.auth_http_addresses)
+
+
+# flags nsqd still accepts and ignores (name -> takes no value)
+DEPRECATED_FLAGS = {"verbose": True, "worker-id": False}

@@ -1,0 +1,432 @@
+"""One TCP connection speaking protocol V2: magic, then a loop of commands.
+
+Bytes go through the (possibly compressed) stream into a sans-IO CommandDecoder; each
+command runs to completion before the next is decoded. A handler that must wait (AUTH
+asks an HTTP server) returns an awaitable, and decoding resumes when it is done.
+Errors are sent as error frames; fatal ones close the connection after the frame.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Awaitable, Callable
+
+from nsq_protocol import CLOSE_WAIT, HEARTBEAT, MAGIC_V2, OK
+from nsq_protocol import errors as E
+from nsq_protocol.commands import Command, CommandDecoder, check_sub_params, parse_base10, parse_message_id
+from nsq_protocol.errors import ProtocolError
+from nsq_protocol.frames import FRAME_ERROR, FRAME_RESPONSE, encode_frame
+from nsq_protocol.identify import IdentifyRequest, negotiate
+
+from .channel import ChannelError
+from .client_conn import ClientConn, ClientState
+from .compression import DeflateCodec, SnappyCodec
+
+if TYPE_CHECKING:
+    from .nsqd import NSQD
+
+log = logging.getLogger("nsqd")
+
+Response = bytes | None | Awaitable[bytes | None]
+
+
+class V2Protocol(asyncio.Protocol):
+    def __init__(self, nsqd: "NSQD") -> None:
+        self.nsqd = nsqd
+        self.transport: asyncio.Transport | None = None
+        self.client: ClientConn | None = None
+        self._magic = b""
+        self._decoder = CommandDecoder(nsqd.command_limits, before_body=self._before_body)
+        self._busy = False  # an awaitable handler is running; decoding waits
+        self._dead = False
+        self._last_read = time.monotonic()
+        self._heartbeat: asyncio.TimerHandle | None = None
+        self._handlers: dict[bytes, Callable[[Command], Response]] = {
+            b"FIN": self._fin, b"RDY": self._rdy, b"REQ": self._req, b"PUB": self._pub,
+            b"MPUB": self._mpub, b"DPUB": self._dpub, b"NOP": self._nop, b"TOUCH": self._touch,
+            b"SUB": self._sub, b"CLS": self._cls, b"AUTH": self._auth,
+        }
+
+    # -- asyncio.Protocol -----------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        transport.set_write_buffer_limits(high=4 * 1024 * 1024)
+
+    def data_received(self, data: bytes) -> None:
+        self._last_read = time.monotonic()
+        if self.client is None:
+            self._magic += data
+            if len(self._magic) < 4:
+                return
+            if not self._start(self._magic[:4]):
+                return
+            data = self._magic[4:]
+        client = self.client
+        assert client is not None
+        if client.codec is not None:
+            try:
+                data = client.codec.decode(data)
+            except Exception as e:
+                log.error("PROTOCOL(V2): [%s] failed to decompress input: %s", client, e)
+                self._close()
+                return
+        self._decoder.feed(data)
+        self._process()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._dead = True
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+        client = self.client
+        if client is None:
+            return
+        client.closed = True
+        log.info("PROTOCOL(V2): [%s] exiting ioloop", client)
+        if client.channel is not None:
+            client.channel.remove_client(client.id)
+        self.nsqd.remove_client(client.id)
+
+    def pause_writing(self) -> None:
+        if self.client is not None:
+            self.client.write_paused = True
+
+    def resume_writing(self) -> None:
+        client = self.client
+        if client is not None:
+            client.write_paused = False
+            if client.channel is not None:
+                client.channel.pump()
+
+    # -- connection setup -----------------------------------------------------
+    def _start(self, magic: bytes) -> bool:
+        assert self.transport is not None
+        if magic != MAGIC_V2:
+            log.error("client(%s) bad protocol magic '%s'",
+                      self.transport.get_extra_info("peername"), magic.decode("latin-1"))
+            self.transport.write(encode_frame(FRAME_ERROR, E.E_BAD_PROTOCOL.encode()))
+            self._close()
+            return False
+        opts = self.nsqd.options
+        self.client = ClientConn(
+            self.nsqd.next_client_id(), self.transport,
+            msg_timeout=opts.msg_timeout, heartbeat_interval=opts.heartbeat_interval,
+            output_buffer_size=16 * 1024, output_buffer_timeout=opts.output_buffer_timeout)
+        self.nsqd.add_client(self.client)
+        log.info("TCP: new client(%s)", self.client.remote_address)
+        self._schedule_heartbeat()
+        return True
+
+    def _close(self) -> None:
+        self._dead = True
+        if self.client is not None:
+            self.client.close()
+        elif self.transport is not None:
+            self.transport.close()
+
+    # -- heartbeats -----------------------------------------------------------
+    def _schedule_heartbeat(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            self._heartbeat = None
+        client = self.client
+        if client is None or client.heartbeat_interval <= 0 or self._dead:
+            return
+        self._heartbeat = asyncio.get_running_loop().call_later(client.heartbeat_interval, self._beat)
+
+    def _beat(self) -> None:
+        client = self.client
+        if client is None or self._dead:
+            return
+        idle = time.monotonic() - self._last_read
+        if idle > 2 * client.heartbeat_interval:
+            log.error("PROTOCOL(V2): [%s] timed out: no command for %.1fs", client, idle)
+            self._close()
+            return
+        client.write_frame(FRAME_RESPONSE, HEARTBEAT)
+        self._schedule_heartbeat()
+
+    # -- the command loop -----------------------------------------------------
+    def _process(self) -> None:
+        client = self.client
+        assert client is not None
+        while not self._busy and not self._dead:
+            try:
+                cmd = self._decoder.next_command()
+                if cmd is None:
+                    return
+                result = self._exec(cmd)
+            except ProtocolError as err:
+                self._send_error(err)
+                if err.fatal:
+                    return
+                continue
+            if isinstance(result, (bytes, type(None))):
+                if result is not None:
+                    client.write_frame(FRAME_RESPONSE, result)
+                continue
+            self._busy = True
+            self.transport.pause_reading() if self.transport else None
+            asyncio.ensure_future(self._finish_async(result))
+
+    async def _finish_async(self, pending: Awaitable[bytes | None]) -> None:
+        client = self.client
+        assert client is not None
+        try:
+            result = await pending
+            if result is not None:
+                client.write_frame(FRAME_RESPONSE, result)
+        except ProtocolError as err:
+            self._send_error(err)
+            if err.fatal:
+                return
+        except Exception:
+            log.exception("PROTOCOL(V2): [%s] command failed", client)
+            self._close()
+            return
+        finally:
+            self._busy = False
+        if not self._dead and self.transport is not None:
+            self.transport.resume_reading()
+            self._process()
+
+    def _send_error(self, err: ProtocolError) -> None:
+        client = self.client
+        assert client is not None
+        level = logging.ERROR if err.fatal else logging.INFO
+        log.log(level, "PROTOCOL(V2): [%s] %s", client, err)
+        client.write_frame(FRAME_ERROR, err.wire_text)
+        if err.fatal:
+            self._close()
+
+    def _exec(self, cmd: Command) -> Response:
+        if cmd.name == b"IDENTIFY":
+            return self._identify(cmd)
+        self._enforce_tls(cmd.name)
+        handler = self._handlers.get(cmd.name)
+        if handler is None:
+            raise ProtocolError(E.E_INVALID, f"invalid command {cmd.name.decode('utf-8', 'replace')}")
+        return handler(cmd)
+
+    def _before_body(self, name: bytes) -> None:
+        client = self.client
+        assert client is not None
+        if name in (b"IDENTIFY", b"AUTH") and client.state != ClientState.INIT:
+            raise ProtocolError(E.E_INVALID, f"cannot {name.decode()} in current state")
+        if name != b"IDENTIFY":
+            self._enforce_tls(name)
+
+    def _enforce_tls(self, name: bytes) -> None:
+        client = self.client
+        assert client is not None
+        if self.nsqd.options.tls_required != "false" and not client.tls:
+            raise ProtocolError(E.E_INVALID, f"cannot {name.decode('utf-8', 'replace')} in current state (TLS required)")
+
+    # -- IDENTIFY and AUTH ----------------------------------------------------
+    def _identify(self, cmd: Command) -> Response:
+        client = self.client
+        assert client is not None and cmd.body is not None
+        if client.state != ClientState.INIT:
+            raise ProtocolError(E.E_INVALID, "cannot IDENTIFY in current state")
+        request = IdentifyRequest.parse(cmd.body)
+        limits = self.nsqd.identify_limits
+        if self.nsqd.options.tls_required != "false" and not request.tls_v1:
+            raise ProtocolError(E.E_IDENTIFY_FAILED, "TLS required")
+        n = negotiate(request, limits, default_name=client.client_id)
+        client.client_id, client.hostname, client.user_agent = n.client_id, n.hostname, n.user_agent
+        client.heartbeat_interval = n.heartbeat_interval_ms / 1000
+        client.output_buffer_size = n.output_buffer_size
+        client.output_buffer_timeout = n.output_buffer_timeout_ms / 1000
+        client.sample_rate = n.sample_rate
+        client.msg_timeout = n.msg_timeout_ms / 1000
+        client.feature_negotiation = n.feature_negotiation
+        self._schedule_heartbeat()
+        if not n.feature_negotiation:
+            return OK
+        client.write_frame(FRAME_RESPONSE, json.dumps(n.response(limits)).encode())
+        if n.tls:
+            return self.nsqd.upgrade_tls(self, n)
+        self._upgrade_compression(n.snappy, n.deflate, n.deflate_level)
+        return None
+
+    def _upgrade_compression(self, snappy_on: bool, deflate_on: bool, level: int) -> None:
+        """Switch both directions of the stream; confirm with an OK in the new encoding."""
+        client = self.client
+        assert client is not None
+        if not (snappy_on or deflate_on):
+            return
+        client.flush()
+        codec = SnappyCodec() if snappy_on else DeflateCodec(level)
+        client.codec = codec
+        client.snappy, client.deflate = snappy_on, deflate_on
+        rest = self._decoder.take_unparsed()
+        if rest:
+            self._decoder.feed(codec.decode(rest))
+        client.write_frame(FRAME_RESPONSE, OK)
+
+    def _auth(self, cmd: Command) -> Response:
+        client = self.client
+        assert client is not None and cmd.body is not None
+        if client.authed:
+            raise ProtocolError(E.E_INVALID, "AUTH already set")
+        if not self.nsqd.options.auth_enabled:
+            raise ProtocolError(E.E_AUTH_DISABLED, "AUTH disabled")
+        return self.nsqd.authenticate(client, cmd.body.decode("utf-8", "replace"))
+
+    def _check_auth(self, command: str, topic: str, channel: str = "") -> Awaitable[None] | None:
+        if not self.nsqd.options.auth_enabled:
+            return None
+        client = self.client
+        assert client is not None
+        return self.nsqd.authorize(client, command, topic, channel)
+
+    def _after_auth(self, command: str, topic: str, channel: str,
+                    then: Callable[[], bytes | None]) -> Response:
+        pending = self._check_auth(command, topic, channel)
+        if pending is None:
+            return then()
+
+        async def run() -> bytes | None:
+            await pending
+            return then()
+        return run()
+
+    # -- consuming ------------------------------------------------------------
+    def _sub(self, cmd: Command) -> Response:
+        client = self.client
+        assert client is not None
+        if client.state != ClientState.INIT:
+            raise ProtocolError(E.E_INVALID, "cannot SUB in current state")
+        if client.heartbeat_interval <= 0:
+            raise ProtocolError(E.E_INVALID, "cannot SUB with heartbeats disabled")
+        topic_name, channel_name = check_sub_params(cmd.params)
+        return self._after_auth("SUB", topic_name, channel_name,
+                                lambda: self._subscribe(topic_name, channel_name))
+
+    def _subscribe(self, topic_name: str, channel_name: str) -> bytes:
+        client = self.client
+        assert client is not None
+        channel = self.nsqd.get_topic(topic_name).get_channel(channel_name)
+        limit = self.nsqd.options.max_channel_consumers
+        if limit and len(channel.clients) >= limit:
+            raise ProtocolError(E.E_TOO_MANY_CHANNEL_CONSUMERS,
+                                f"channel consumers for {topic_name}:{channel_name} exceeds limit of {limit}")
+        channel.add_client(client)
+        client.channel = channel
+        client.state = ClientState.SUBSCRIBED
+        return OK
+
+    def _rdy(self, cmd: Command) -> Response:
+        client = self.client
+        assert client is not None
+        if client.state == ClientState.CLOSING:
+            return None  # RDY after CLS is ignored
+        if client.state != ClientState.SUBSCRIBED:
+            raise ProtocolError(E.E_INVALID, "cannot RDY in current state")
+        count = 1
+        if cmd.params:
+            try:
+                count = parse_base10(cmd.params[0])
+            except ValueError:
+                raise ProtocolError(E.E_INVALID, f"RDY could not parse count {cmd.params[0]!r}") from None
+        max_rdy = self.nsqd.options.max_rdy_count
+        if count > max_rdy:
+            raise ProtocolError(E.E_INVALID, f"RDY count {count} out of range 0-{max_rdy}")
+        client.ready_count = count
+        if client.channel is not None:
+            client.channel.pump()
+        return None
+
+    def _in_flight_state(self, name: str, cmd: Command, needed: int) -> bytes:
+        client = self.client
+        assert client is not None
+        if client.state not in (ClientState.SUBSCRIBED, ClientState.CLOSING):
+            raise ProtocolError(E.E_INVALID, f"cannot {name} in current state")
+        if len(cmd.params) < needed:
+            raise ProtocolError(E.E_INVALID, f"{name} insufficient number of params")
+        return parse_message_id(cmd.params[0])
+
+    def _fin(self, cmd: Command) -> Response:
+        msg_id = self._in_flight_state("FIN", cmd, 1)
+        client = self.client
+        assert client is not None and client.channel is not None
+        try:
+            client.channel.finish(client.id, msg_id)
+        except ChannelError as e:
+            raise ProtocolError(E.E_FIN_FAILED, f"FIN {msg_id.decode()} failed {e}") from None
+        client.finished_message()
+        client.channel.pump()
+        return None
+
+    def _req(self, cmd: Command) -> Response:
+        msg_id = self._in_flight_state("REQ", cmd, 2)
+        client = self.client
+        assert client is not None and client.channel is not None
+        try:
+            delay_ms = parse_base10(cmd.params[1])
+        except ValueError:
+            raise ProtocolError(E.E_INVALID, f"REQ could not parse timeout {cmd.params[1]!r}") from None
+        max_ms = int(self.nsqd.options.max_req_timeout * 1000)
+        if delay_ms > max_ms:
+            log.info("PROTOCOL(V2): [%s] REQ timeout %d out of range 0-%d. Setting to %d",
+                     client, delay_ms, max_ms, max_ms)
+            delay_ms = max_ms
+        try:
+            client.channel.requeue(client.id, msg_id, delay_ms / 1000)
+        except ChannelError as e:
+            raise ProtocolError(E.E_REQ_FAILED, f"REQ {msg_id.decode()} failed {e}") from None
+        client.requeued_message()
+        client.channel.pump()
+        return None
+
+    def _touch(self, cmd: Command) -> Response:
+        msg_id = self._in_flight_state("TOUCH", cmd, 1)
+        client = self.client
+        assert client is not None and client.channel is not None
+        try:
+            client.channel.touch(client.id, msg_id, client.msg_timeout)
+        except ChannelError as e:
+            raise ProtocolError(E.E_TOUCH_FAILED, f"TOUCH {msg_id.decode()} failed {e}") from None
+        return None
+
+    def _cls(self, cmd: Command) -> Response:
+        client = self.client
+        assert client is not None
+        if client.state != ClientState.SUBSCRIBED:
+            raise ProtocolError(E.E_INVALID, "cannot CLS in current state")
+        client.state = ClientState.CLOSING
+        client.ready_count = 0
+        return CLOSE_WAIT
+
+    def _nop(self, cmd: Command) -> Response:
+        return None
+
+    # -- publishing -----------------------------------------------------------
+    def _publish(self, command: str, topic_name: str, bodies: list[bytes], defer: float) -> bytes:
+        client = self.client
+        assert client is not None
+        topic = self.nsqd.get_topic(topic_name)
+        if topic.exiting or self.nsqd.exiting:
+            raise ProtocolError(getattr(E, f"E_{command}_FAILED"), f"{command} failed: exiting")
+        for body in bodies:
+            msg = self.nsqd.new_message(body)
+            msg.defer = defer
+            topic.put(msg)
+        client.published(topic_name, len(bodies))
+        return OK
+
+    def _pub(self, cmd: Command) -> Response:
+        assert cmd.body is not None
+        body, topic = cmd.body, cmd.topic
+        return self._after_auth("PUB", topic, "", lambda: self._publish("PUB", topic, [body], 0.0))
+
+    def _mpub(self, cmd: Command) -> Response:
+        bodies, topic = cmd.bodies, cmd.topic
+        return self._after_auth("MPUB", topic, "", lambda: self._publish("MPUB", topic, bodies, 0.0))
+
+    def _dpub(self, cmd: Command) -> Response:
+        assert cmd.body is not None
+        body, topic, defer = cmd.body, cmd.topic, cmd.defer_ms / 1000
+        return self._after_auth("DPUB", topic, "", lambda: self._publish("DPUB", topic, [body], defer))

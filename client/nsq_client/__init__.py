@@ -1,0 +1,1 @@
+"""nsq_client: an asyncio NSQ client with go-nsq's semantics."""

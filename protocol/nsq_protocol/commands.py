@@ -1,0 +1,335 @@
+"""Protocol V2 commands: encoders (the client's side) and a streaming decoder (nsqd's side).
+
+A command is a line ``NAME param param\\n``; PUB, MPUB, DPUB, IDENTIFY and AUTH follow it
+with ``[size:int32][body]``. The decoder checks what nsqd checks, in the order nsqd checks
+it, before it buffers a body, so an oversized body is refused without being read.
+"""
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+from .errors import (
+    E_BAD_BODY,
+    E_BAD_CHANNEL,
+    E_BAD_MESSAGE,
+    E_BAD_TOPIC,
+    E_INVALID,
+    ProtocolError,
+)
+from .message import MSG_ID_LENGTH
+from .names import is_valid_channel_name, is_valid_topic_name
+
+_SIZE = struct.Struct(">i")
+_USIZE = struct.Struct(">I")
+
+BODY_COMMANDS = frozenset({b"PUB", b"MPUB", b"DPUB", b"IDENTIFY", b"AUTH"})
+DEFAULT_MAX_LINE_LENGTH = 16 * 1024  # nsqd reads commands through a 16 KiB buffer
+
+
+# ---------------------------------------------------------------------------
+# encoders
+# ---------------------------------------------------------------------------
+def _line(name: bytes, *params: bytes | str | int) -> bytes:
+    parts = [name]
+    for p in params:
+        parts.append(p if isinstance(p, bytes) else str(p).encode())
+    return b" ".join(parts) + b"\n"
+
+
+def _with_body(line: bytes, body: bytes) -> bytes:
+    return line + _USIZE.pack(len(body)) + body
+
+
+def identify(data: dict) -> bytes:
+    return _with_body(b"IDENTIFY\n", json.dumps(data).encode())
+
+
+def auth(secret: bytes | str) -> bytes:
+    return _with_body(b"AUTH\n", secret.encode() if isinstance(secret, str) else secret)
+
+
+def sub(topic: str, channel: str) -> bytes:
+    return _line(b"SUB", topic, channel)
+
+
+def rdy(count: int) -> bytes:
+    return _line(b"RDY", count)
+
+
+def fin(msg_id: bytes) -> bytes:
+    return b"FIN " + msg_id + b"\n"
+
+
+def req(msg_id: bytes, delay_ms: int) -> bytes:
+    return _line(b"REQ", msg_id, delay_ms)
+
+
+def touch(msg_id: bytes) -> bytes:
+    return b"TOUCH " + msg_id + b"\n"
+
+
+def cls() -> bytes:
+    return b"CLS\n"
+
+
+def nop() -> bytes:
+    return b"NOP\n"
+
+
+def pub(topic: str, body: bytes) -> bytes:
+    return _with_body(_line(b"PUB", topic), body)
+
+
+def encode_mpub_body(bodies: Sequence[bytes]) -> bytes:
+    parts = [_USIZE.pack(len(bodies))]
+    for b in bodies:
+        parts.append(_USIZE.pack(len(b)))
+        parts.append(b)
+    return b"".join(parts)
+
+
+def mpub(topic: str, bodies: Sequence[bytes]) -> bytes:
+    return _with_body(_line(b"MPUB", topic), encode_mpub_body(bodies))
+
+
+def dpub(topic: str, delay_ms: int, body: bytes) -> bytes:
+    return _with_body(_line(b"DPUB", topic, delay_ms), body)
+
+
+# ---------------------------------------------------------------------------
+# parameter parsing shared by nsqd's handlers
+# ---------------------------------------------------------------------------
+def parse_base10(value: bytes) -> int:
+    """nsqd's unsigned decimal parse: digits only; the empty string reads as 0."""
+    if value and not value.isdigit():
+        raise ValueError(f"not a decimal number: {value!r}")
+    return int(value) if value else 0
+
+
+def parse_message_id(value: bytes) -> bytes:
+    if len(value) != MSG_ID_LENGTH:
+        raise ProtocolError(E_INVALID, "Invalid Message ID")
+    return bytes(value)
+
+
+def parse_mpub_body(body: bytes | memoryview, max_msg_size: int,
+                    max_body_size: int | None = None) -> list[bytes]:
+    """``[count:int32]([size:int32][bytes])*`` into message bodies, with nsqd's checks.
+
+    With ``max_body_size``, a count that could not fit in a body that big (each message
+    takes at least 5 bytes after the 4-byte count) is ``E_BAD_BODY``, as in nsqd.
+    """
+    view = memoryview(body)
+    if len(view) < 4:
+        raise ProtocolError(E_BAD_BODY, "MPUB failed to read message count")
+    (count,) = _SIZE.unpack_from(view, 0)
+    max_count = (max_body_size - 4) // 5 if max_body_size is not None else count
+    if count <= 0 or count > max_count:
+        raise ProtocolError(E_BAD_BODY, f"MPUB invalid message count {count}")
+    pos, end = 4, len(view)
+    bodies: list[bytes] = []
+    for i in range(count):
+        if end - pos < 4:
+            raise ProtocolError(E_BAD_MESSAGE, f"MPUB failed to read message({i}) body size")
+        (size,) = _SIZE.unpack_from(view, pos)
+        pos += 4
+        if size <= 0:
+            raise ProtocolError(E_BAD_MESSAGE, f"MPUB invalid message({i}) body size {size}")
+        if size > max_msg_size:
+            raise ProtocolError(E_BAD_MESSAGE, f"MPUB message too big {size} > {max_msg_size}")
+        if end - pos < size:
+            raise ProtocolError(E_BAD_MESSAGE, "MPUB failed to read message body")
+        bodies.append(bytes(view[pos:pos + size]))
+        pos += size
+    if pos != end:
+        raise ProtocolError(E_BAD_BODY, f"MPUB body has {end - pos} bytes after its {count} messages")
+    return bodies
+
+
+# ---------------------------------------------------------------------------
+# decoder
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class CommandLimits:
+    max_msg_size: int = 1024 * 1024
+    max_body_size: int = 5 * 1024 * 1024
+    max_req_timeout_ms: int = 60 * 60 * 1000
+    max_line_length: int = DEFAULT_MAX_LINE_LENGTH
+
+
+@dataclass(slots=True)
+class Command:
+    """One decoded command. ``body`` is set for body commands; ``bodies`` for MPUB;
+    ``defer_ms`` for DPUB."""
+
+    name: bytes
+    params: tuple[bytes, ...]
+    body: bytes | None = None
+    bodies: list[bytes] = field(default_factory=list)
+    defer_ms: int = 0
+
+    @property
+    def topic(self) -> str:
+        return self.params[0].decode("ascii")
+
+
+# called with the command name before anything of a body command is validated or read;
+# nsqd uses it to refuse IDENTIFY/AUTH in the wrong state before looking at the body
+BeforeBodyHook = Callable[[bytes], None]
+
+
+class CommandDecoder:
+    """Turns a byte stream from a client into :class:`Command` values.
+
+    ``feed`` any chunk (one byte at a time works); call ``next_command`` until it returns
+    None. Any bad input raises :class:`ProtocolError`; after that the stream cannot be
+    resynchronised, which is why nsqd closes the connection on those errors.
+    """
+
+    def __init__(self, limits: CommandLimits | None = None,
+                 before_body: BeforeBodyHook | None = None) -> None:
+        self.limits = limits or CommandLimits()
+        self.before_body = before_body
+        self._buf = bytearray()
+        self._pos = 0
+        self._scan = 0  # where to resume looking for a newline
+        self._pending: Command | None = None  # a body command waiting for its body
+        self._body_len = -1
+
+    def feed(self, data: bytes) -> None:
+        if self._pos and self._pos == len(self._buf):
+            self._buf.clear()
+            self._pos = self._scan = 0
+        self._buf += data
+
+    def take_unparsed(self) -> bytes:
+        """Hand back bytes not yet decoded (the connection's encoding is about to change)."""
+        rest = bytes(self._buf[self._pos:])
+        self._buf.clear()
+        self._pos = self._scan = 0
+        return rest
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf) - self._pos
+
+    def __iter__(self) -> Iterable[Command]:
+        while (cmd := self.next_command()) is not None:
+            yield cmd
+
+    def next_command(self) -> Command | None:
+        if self._pending is not None:
+            return self._read_body()
+        buf = self._buf
+        nl = buf.find(b"\n", max(self._scan, self._pos))
+        if nl < 0:
+            self._scan = len(buf)
+            if len(buf) - self._pos > self.limits.max_line_length:
+                raise ProtocolError(E_INVALID, "command line too long")
+            self._compact()
+            return None
+        # the same limit whether or not the newline arrived in the same chunk as the line
+        if nl - self._pos > self.limits.max_line_length:
+            raise ProtocolError(E_INVALID, "command line too long")
+        end = nl - 1 if nl > self._pos and buf[nl - 1] == 0x0D else nl
+        line = bytes(buf[self._pos:end])
+        self._pos = self._scan = nl + 1
+        params = line.split(b" ")
+        name = params[0]
+        if name not in BODY_COMMANDS:
+            return Command(name, tuple(params[1:]))
+        if self.before_body is not None:
+            self.before_body(name)
+        self._pending = _check_body_header(name, tuple(params[1:]), self.limits)
+        self._body_len = -1
+        return self._read_body()
+
+    def _read_body(self) -> Command | None:
+        cmd = self._pending
+        assert cmd is not None
+        buf = self._buf
+        if self._body_len < 0:
+            if len(buf) - self._pos < 4:
+                self._compact()
+                return None
+            (size,) = _SIZE.unpack_from(buf, self._pos)
+            self._pos += 4
+            _check_body_size(cmd.name, size, self.limits)
+            self._body_len = size
+        if len(buf) - self._pos < self._body_len:
+            self._compact()
+            return None
+        body = bytes(buf[self._pos:self._pos + self._body_len])
+        self._pos += self._body_len
+        self._scan = self._pos
+        self._pending = None
+        if cmd.name == b"MPUB":
+            cmd.bodies = parse_mpub_body(body, self.limits.max_msg_size, self.limits.max_body_size)
+        else:
+            cmd.body = body
+        return cmd
+
+    def _compact(self) -> None:
+        if self._pos > 65536:
+            del self._buf[:self._pos]
+            self._scan -= self._pos
+            self._pos = 0
+
+
+def _check_topic(name: bytes, params: tuple[bytes, ...], needed: int) -> None:
+    if len(params) < needed:
+        raise ProtocolError(E_INVALID, f"{name.decode()} insufficient number of parameters")
+    if not is_valid_topic_name(params[0]):
+        raise ProtocolError(E_BAD_TOPIC, f"{name.decode()} topic name {params[0]!r} is not valid")
+
+
+def _check_body_header(name: bytes, params: tuple[bytes, ...], limits: CommandLimits) -> Command:
+    cmd = Command(name, params)
+    if name in (b"PUB", b"MPUB"):
+        _check_topic(name, params, 1)
+    elif name == b"DPUB":
+        _check_topic(name, params, 2)
+        try:
+            defer_ms = parse_base10(params[1])
+        except ValueError:
+            raise ProtocolError(E_INVALID, f"DPUB could not parse timeout {params[1]!r}") from None
+        if defer_ms > limits.max_req_timeout_ms:
+            raise ProtocolError(
+                E_INVALID, f"DPUB timeout {defer_ms} out of range 0-{limits.max_req_timeout_ms}")
+        cmd.defer_ms = defer_ms
+    elif name == b"AUTH" and params:
+        raise ProtocolError(E_INVALID, "AUTH invalid number of parameters")
+    return cmd
+
+
+def _check_body_size(name: bytes, size: int, limits: CommandLimits) -> None:
+    label = name.decode()
+    if name in (b"PUB", b"DPUB"):
+        if size <= 0:
+            raise ProtocolError(E_BAD_MESSAGE, f"{label} invalid message body size {size}")
+        if size > limits.max_msg_size:
+            raise ProtocolError(E_BAD_MESSAGE, f"{label} message too big {size} > {limits.max_msg_size}")
+    elif name == b"MPUB":
+        if size <= 0:
+            raise ProtocolError(E_BAD_BODY, f"MPUB invalid body size {size}")
+        if size > limits.max_body_size:
+            raise ProtocolError(E_BAD_BODY, f"MPUB body too big {size} > {limits.max_body_size}")
+    else:  # IDENTIFY, AUTH
+        if size > limits.max_body_size:
+            raise ProtocolError(E_BAD_BODY, f"{label} body too big {size} > {limits.max_body_size}")
+        if size <= 0:
+            raise ProtocolError(E_BAD_BODY, f"{label} invalid body size {size}")
+
+
+def check_sub_params(params: tuple[bytes, ...]) -> tuple[str, str]:
+    """SUB's topic and channel, checked as nsqd checks them (after its state checks)."""
+    if len(params) < 2:
+        raise ProtocolError(E_INVALID, "SUB insufficient number of parameters")
+    if not is_valid_topic_name(params[0]):
+        raise ProtocolError(E_BAD_TOPIC, f"SUB topic name {params[0]!r} is not valid")
+    if not is_valid_channel_name(params[1]):
+        raise ProtocolError(E_BAD_CHANNEL, f"SUB channel name {params[1]!r} is not valid")
+    return params[0].decode("ascii"), params[1].decode("ascii")
