@@ -8,6 +8,7 @@ turn.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import time
@@ -48,6 +49,7 @@ class Channel:
         self.clients: dict[int, ClientConn] = {}
         self._rotation: list[ClientConn] = []
         self._next = 0
+        self._pump_scheduled = False
         self._from_backend = False  # alternate memory/backend reads when both hold messages
 
         self.paused = False
@@ -65,6 +67,17 @@ class Channel:
     def put(self, msg: Message) -> None:
         self.message_count += 1
         self._enqueue(msg)
+        self._schedule_pump()
+
+    def _schedule_pump(self) -> None:
+        """Deliver on the next loop turn: a publisher's OK leaves before the message
+        reaches a consumer on the same connection, and an MPUB is pumped once."""
+        if not self._pump_scheduled:
+            self._pump_scheduled = True
+            asyncio.get_running_loop().call_soon(self._scheduled_pump)
+
+    def _scheduled_pump(self) -> None:
+        self._pump_scheduled = False
         self.pump()
 
     def put_deferred(self, msg: Message, delay: float) -> None:

@@ -51,8 +51,7 @@ class V2Protocol(asyncio.Protocol):
 
     # -- asyncio.Protocol -----------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio.Transport subclasses
         transport.set_write_buffer_limits(high=4 * 1024 * 1024)
 
     def data_received(self, data: bytes) -> None:
