@@ -1,0 +1,50 @@
+"""Fixtures shared by every test folder."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tests.servers import Nsqd, Nsqlookupd, ServerProcess
+
+
+class Servers:
+    """Starts real servers on demand and stops every one of them at teardown."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.started: list[ServerProcess] = []
+        self._n = 0
+
+    def _dir(self, kind: str) -> Path:
+        self._n += 1
+        return self.root / f"{kind}{self._n}"
+
+    def nsqd(self, start: bool = True, **flags: object) -> Nsqd:
+        server = Nsqd(self._dir("nsqd"), {k.replace("_", "-"): v for k, v in flags.items()})
+        self.started.append(server)
+        return server.start() if start else server  # type: ignore[return-value]
+
+    def lookupd(self, start: bool = True, **flags: object) -> Nsqlookupd:
+        server = Nsqlookupd(self._dir("lookupd"), {k.replace("_", "-"): v for k, v in flags.items()})
+        self.started.append(server)
+        return server.start() if start else server  # type: ignore[return-value]
+
+    def close(self) -> None:
+        for server in sorted(self.started, key=lambda s: s.program != "nsqd"):
+            server.stop()
+
+
+@pytest.fixture
+def servers(tmp_path: Path) -> Iterator[Servers]:
+    s = Servers(tmp_path)
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="module")
+def module_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    s = Servers(tmp_path_factory.mktemp("servers"))
+    yield s
+    s.close()
