@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m nsqd.demo
+	$(PY) -m nsq_local.demo
 
 test: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider

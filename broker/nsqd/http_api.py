@@ -159,7 +159,7 @@ class HttpApi:
             raise HttpError(413, "BODY_TOO_BIG")
         if binary_mode:
             try:
-                bodies = parse_mpub_body(body, opts.max_msg_size)
+                bodies = parse_mpub_body(body, opts.max_msg_size, opts.max_body_size)
             except ProtocolError as e:
                 raise HttpError(413, e.code[2:]) from None
         else:

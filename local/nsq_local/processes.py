@@ -1,0 +1,110 @@
+"""Start and stop nsqd / nsqlookupd as child processes on loopback addresses."""
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def program(name: str) -> str:
+    """The console script next to this interpreter, else the one on PATH."""
+    local = Path(sys.executable).parent / name
+    return str(local) if local.exists() else (shutil.which(name) or name)
+
+
+@dataclass
+class Node:
+    kind: str  # "nsqd" or "nsqlookupd"
+    name: str
+    workdir: Path
+    host: str = "127.0.0.1"
+    flags: dict[str, str | list[str]] = field(default_factory=dict)
+    tcp_port: int = 0
+    http_port: int = 0
+    proc: asyncio.subprocess.Process | None = None
+
+    def __post_init__(self) -> None:
+        self.tcp_port = self.tcp_port or free_port(self.host)
+        self.http_port = self.http_port or free_port(self.host)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def tcp_address(self) -> str:
+        return f"{self.host}:{self.tcp_port}"
+
+    @property
+    def http_address(self) -> str:
+        return f"{self.host}:{self.http_port}"
+
+    def argv(self) -> list[str]:
+        args = [program(self.kind), f"--tcp-address={self.tcp_address}",
+                f"--http-address={self.http_address}", f"--broadcast-address={self.host}"]
+        if self.kind == "nsqd":
+            args.append(f"--data-path={self.workdir / 'data'}")
+        for key, value in self.flags.items():
+            for v in value if isinstance(value, list) else [value]:
+                args.append(f"--{key}={v}")
+        return args
+
+    async def start(self, timeout: float = 20.0) -> None:
+        if self.kind == "nsqd":
+            (self.workdir / "data").mkdir(exist_ok=True)
+        log = open(self.workdir / f"{self.kind}.log", "ab")
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                *self.argv(), stdout=log, stderr=log, stdin=asyncio.subprocess.DEVNULL,
+                start_new_session=True)
+        finally:
+            log.close()
+        deadline = time.monotonic() + timeout
+        async with aiohttp.ClientSession() as http:
+            while True:
+                if self.proc.returncode is not None:
+                    raise RuntimeError(f"{self.name} exited with {self.proc.returncode}; see {self.workdir}")
+                try:
+                    async with http.get(f"http://{self.http_address}/ping",
+                                        timeout=aiohttp.ClientTimeout(total=1)) as r:
+                        if r.status == 200:
+                            return
+                except (aiohttp.ClientError, asyncio.TimeoutError):
+                    pass
+                if time.monotonic() > deadline:
+                    await self.kill()
+                    raise RuntimeError(f"{self.name} did not answer /ping within {timeout}s")
+                await asyncio.sleep(0.05)
+
+    async def stop(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM, wait; SIGKILL after ``timeout``."""
+        proc = self.proc
+        if proc is None:
+            return None
+        if proc.returncode is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), timeout)
+            except asyncio.TimeoutError:
+                os.killpg(proc.pid, signal.SIGKILL)
+                await proc.wait()
+        self.proc = None
+        return proc.returncode
+
+    async def kill(self) -> None:
+        proc = self.proc
+        if proc is not None and proc.returncode is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+        self.proc = None
