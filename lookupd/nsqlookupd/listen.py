@@ -1,0 +1,49 @@
+"""Listening addresses: ``host:port`` as NSQ's flags spell them, bound sockets, and back."""
+from __future__ import annotations
+
+import socket
+
+
+def split_host_port(address: str) -> tuple[str, int]:
+    """``host:port``, ``[v6]:port`` or ``:port`` into (host, port); ValueError otherwise."""
+    if address.startswith("["):
+        end = address.find("]")
+        if end < 0 or address[end + 1:end + 2] != ":":
+            raise ValueError(f"address {address!r}: expected [host]:port")
+        host, port_text = address[1:end], address[end + 2:]
+    else:
+        host, sep, port_text = address.rpartition(":")
+        if not sep or ":" in host:
+            raise ValueError(f"address {address!r}: expected host:port")
+    if not port_text.isdigit() or int(port_text) > 65535:
+        raise ValueError(f"address {address!r}: invalid port {port_text!r}")
+    return host, int(port_text)
+
+
+def bind_listener(address: str, backlog: int = 1024) -> socket.socket:
+    """A listening TCP socket on ``address``; an empty host means every IPv4 interface."""
+    host, port = split_host_port(address)
+    infos = socket.getaddrinfo(host or "0.0.0.0", port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    family, kind, proto, _, sockaddr = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(sockaddr)
+        sock.listen(backlog)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def format_address(sockname: object) -> str:
+    """``host:port`` of a socket address, IPv6 hosts in brackets."""
+    if isinstance(sockname, tuple) and len(sockname) >= 2:
+        host, port = sockname[0], sockname[1]
+        return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+    return str(sockname)
+
+
+def bound_port(sock: socket.socket) -> int:
+    return int(sock.getsockname()[1])

@@ -1,0 +1,48 @@
+"""nsqlookupd's configuration: NSQ's flag names (``_`` for ``-``), defaults and bounds."""
+from __future__ import annotations
+
+import socket
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+
+from nsq_protocol.flags import Duration
+
+from .listen import split_host_port
+
+LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
+
+
+def _log_level(value: object) -> object:
+    if isinstance(value, str):
+        level = value.lower()
+        if level == "warning":
+            level = "warn"
+        if level not in LOG_LEVELS:
+            raise ValueError(f"invalid log level {value!r} (debug, info, warn, error, fatal)")
+        return level
+    return value
+
+
+def _listen_address(value: str) -> str:
+    split_host_port(value)
+    return value
+
+
+LogLevel = Annotated[str, BeforeValidator(_log_level)]
+ListenAddress = Annotated[str, AfterValidator(_listen_address)]
+
+
+class NsqlookupdOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    log_level: LogLevel = Field("info", description="set log verbosity: debug, info, warn, error, or fatal")
+    log_prefix: str = Field("[nsqlookupd] ", description="log message prefix")
+    tcp_address: ListenAddress = Field("0.0.0.0:4160", description="<addr>:<port> to listen on for TCP clients")
+    http_address: ListenAddress = Field("0.0.0.0:4161", description="<addr>:<port> to listen on for HTTP clients")
+    broadcast_address: str = Field(default_factory=socket.gethostname,
+                                   description="address of this lookupd node, (default to the OS hostname)")
+    inactive_producer_timeout: Duration = Field(
+        300.0, ge=0, description="duration of time a producer will remain in the active list since its last ping")
+    tombstone_lifetime: Duration = Field(
+        45.0, ge=0, description="duration of time a producer will remain tombstoned if registration remains")
