@@ -86,7 +86,7 @@ class HttpApi:
         self.nsqd = nsqd
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[_errors_as_json], client_max_size=1024 ** 3)
+        app = web.Application(middlewares=[self._tls_policy, _errors_as_json], client_max_size=1024 ** 3)
         r = app.router
         r.add_get("/ping", self.ping, allow_head=False)
         r.add_get("/info", self.info, allow_head=False)
@@ -99,6 +99,16 @@ class HttpApi:
         r.add_get("/config/{opt}", self.config, allow_head=False)
         r.add_put("/config/{opt}", self.config)
         return app
+
+    @web.middleware
+    async def _tls_policy(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """``--tls-required=true`` closes the plain HTTP listener (tcp-https leaves it open):
+        every request there is told where the HTTPS port is."""
+        if self.nsqd.options.tls_required == "true" and not request.secure:
+            body = json.dumps({"message": "TLS_REQUIRED", "https_port": self.nsqd.https_port})
+            return web.Response(status=403, body=body.encode(), content_type="application/json",
+                                charset="utf-8", headers={"X-NSQ-Content-Type": "nsq; version=1.0"})
+        return await handler(request)
 
     # -- basics ---------------------------------------------------------------
     async def ping(self, request: web.Request) -> web.Response:

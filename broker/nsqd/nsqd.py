@@ -9,16 +9,14 @@ import os
 import socket
 import ssl
 import time
-from typing import TYPE_CHECKING, Awaitable
+from typing import Awaitable
 
 from aiohttp import web
 
-from nsq_protocol import OK
 from nsq_protocol import errors as E
 from nsq_protocol.commands import CommandLimits
 from nsq_protocol.errors import ProtocolError
-from nsq_protocol.frames import FRAME_RESPONSE
-from nsq_protocol.identify import Negotiated, ServerLimits
+from nsq_protocol.identify import ServerLimits
 from nsq_protocol.names import is_ephemeral
 
 from . import __version__, metadata
@@ -35,9 +33,6 @@ from .options import NsqdOptions
 from .queue_scan import QueueScanner
 from .tls import peer_common_name, server_context
 from .topic import Topic
-
-if TYPE_CHECKING:
-    from .protocol_v2 import V2Protocol
 
 log = logging.getLogger("nsqd")
 
@@ -303,24 +298,6 @@ class NSQD:
             await self._query_auth(client)
             decide()
         return refresh()
-
-    def upgrade_tls(self, proto: "V2Protocol", negotiated: Negotiated) -> Awaitable[None]:
-        """IDENTIFY asked for tls_v1: wrap the connection, confirm with OK over TLS, then
-        apply compression on top if that was negotiated too."""
-        async def run() -> None:
-            client = proto.client
-            assert client is not None and proto.transport is not None and self.tls_context is not None
-            client.flush()
-            loop = asyncio.get_running_loop()
-            transport = await loop.start_tls(proto.transport, proto, self.tls_context, server_side=True,
-                                             ssl_handshake_timeout=self.options.http_client_request_timeout * 2)
-            if transport is None:
-                raise ProtocolError(E.E_IDENTIFY_FAILED, "TLS upgrade failed")
-            proto.transport = client.transport = transport  # type: ignore[assignment]
-            client.tls = True
-            client.write_frame(FRAME_RESPONSE, OK)
-            proto._upgrade_compression(negotiated.snappy, negotiated.deflate, negotiated.deflate_level)
-        return run()
 
     # -- lookupd ----------------------------------------------------------------
     def set_lookupd_addresses(self, addresses: list[str]) -> None:

@@ -121,7 +121,24 @@ class NsqdOptions(BaseModel):
     def _tls_required(cls, value: object) -> object:
         if isinstance(value, bool):
             return "true" if value else "false"
+        if isinstance(value, str):  # Go's strconv.ParseBool spellings, or tcp-https
+            lowered = value.lower()
+            if lowered in ("1", "t", "true"):
+                return "true"
+            if lowered in ("0", "f", "false"):
+                return "false"
+            return lowered
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _client_auth_requires_tls(cls, data: object) -> object:
+        """nsqd turns a client certificate policy into ``--tls-required=true``."""
+        if isinstance(data, dict) and data.get("tls_client_auth_policy"):
+            required = cls._tls_required(data.get("tls_required", "false"))
+            if required == "false":
+                data = {**data, "tls_required": "true"}
+        return data
 
     @field_validator("e2e_processing_latency_percentiles")
     @classmethod
@@ -137,6 +154,8 @@ class NsqdOptions(BaseModel):
             raise ValueError("max-msg-timeout must not be below msg-timeout")
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ValueError("tls-cert and tls-key must be given together")
+        if self.tls_required != "false" and not self.tls_enabled:
+            raise ValueError("cannot require TLS client connections without TLS key and cert")
         return self
 
     # derived values used on hot paths

@@ -18,7 +18,7 @@ from nsq_protocol import errors as E
 from nsq_protocol.commands import Command, CommandDecoder, check_sub_params, parse_base10, parse_message_id
 from nsq_protocol.errors import ProtocolError
 from nsq_protocol.frames import FRAME_ERROR, FRAME_RESPONSE, encode_frame
-from nsq_protocol.identify import IdentifyRequest, negotiate
+from nsq_protocol.identify import IdentifyRequest, Negotiated, negotiate
 
 from .channel import ChannelError
 from .client_conn import ClientConn, ClientState
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("nsqd")
 
 Response = bytes | None | Awaitable[bytes | None]
+
+TLS_HANDSHAKE_TIMEOUT = 5.0  # seconds, as nsqd allows
 
 
 class V2Protocol(asyncio.Protocol):
@@ -231,8 +233,6 @@ class V2Protocol(asyncio.Protocol):
             raise ProtocolError(E.E_INVALID, "cannot IDENTIFY in current state")
         request = IdentifyRequest.parse(cmd.body)
         limits = self.nsqd.identify_limits
-        if self.nsqd.options.tls_required != "false" and not request.tls_v1:
-            raise ProtocolError(E.E_IDENTIFY_FAILED, "TLS required")
         n = negotiate(request, limits, default_name=client.client_id)
         client.client_id, client.hostname, client.user_agent = n.client_id, n.hostname, n.user_agent
         client.heartbeat_interval = n.heartbeat_interval_ms / 1000
@@ -246,9 +246,35 @@ class V2Protocol(asyncio.Protocol):
             return OK
         client.write_frame(FRAME_RESPONSE, json.dumps(n.response(limits)).encode())
         if n.tls:
-            return self.nsqd.upgrade_tls(self, n)
+            return self._upgrade_tls(n)
         self._upgrade_compression(n.snappy, n.deflate, n.deflate_level)
         return None
+
+    async def _upgrade_tls(self, n: Negotiated) -> None:
+        """The IDENTIFY answer has left in plain text; the TLS handshake follows on the
+        same socket and an OK over TLS confirms it. Compression, if negotiated too, is
+        stacked on top and confirmed by its own OK."""
+        client, context = self.client, self.nsqd.tls_context
+        assert client is not None and self.transport is not None and context is not None
+        client.flush()
+        if self._heartbeat is not None:  # nothing may be written in plain text mid-handshake
+            self._heartbeat.cancel()
+            self._heartbeat = None
+        log.info("PROTOCOL(V2): [%s] upgrading connection to TLS", client)
+        try:
+            transport = await asyncio.get_running_loop().start_tls(
+                self.transport, self, context, server_side=True,
+                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT)
+        except (OSError, asyncio.TimeoutError) as e:
+            raise ProtocolError(E.E_IDENTIFY_FAILED, f"IDENTIFY failed {e}") from None
+        if transport is None:
+            raise ProtocolError(E.E_IDENTIFY_FAILED, "IDENTIFY failed TLS upgrade")
+        transport.set_write_buffer_limits(high=4 * 1024 * 1024)
+        self.transport = client.transport = transport  # type: ignore[assignment]
+        client.tls = True
+        self._schedule_heartbeat()
+        client.write_frame(FRAME_RESPONSE, OK)
+        self._upgrade_compression(n.snappy, n.deflate, n.deflate_level)
 
     def _upgrade_compression(self, snappy_on: bool, deflate_on: bool, level: int) -> None:
         """Switch both directions of the stream; confirm with an OK in the new encoding."""

@@ -17,24 +17,25 @@ _VERSIONS = {
 def server_context(opts: NsqdOptions) -> ssl.SSLContext | None:
     """The server context, or None when no certificate is configured.
 
-    ``--tls-client-auth-policy``: ``require-verify`` demands a client certificate signed by
-    ``--tls-root-ca-file``. Python's ssl cannot ask for a certificate without verifying
-    it, so ``require`` demands one verified against the root CA file when given, else
-    against the system's CAs; with no policy a certificate is verified if offered.
+    ``--tls-client-auth-policy`` as nsqd reads it: none asks for no client certificate
+    (``--tls-root-ca-file`` is then unused); ``require-verify`` demands one signed by the
+    root CA file (the system's CAs without one). ``require`` asks nsqd to accept any
+    certificate, even one it cannot verify; Python's ssl cannot request a certificate
+    without verifying it, so ours verifies it like ``require-verify``.
     """
     if not opts.tls_enabled:
         return None
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(opts.tls_cert, opts.tls_key)
     ctx.minimum_version = _VERSIONS[opts.tls_min_version]
-    if opts.tls_root_ca_file:
-        ctx.load_verify_locations(cafile=opts.tls_root_ca_file)
     if opts.tls_client_auth_policy in ("require", "require-verify"):
-        if not opts.tls_root_ca_file:
+        if opts.tls_root_ca_file:
+            ctx.load_verify_locations(cafile=opts.tls_root_ca_file)
+        else:
             ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
         ctx.verify_mode = ssl.CERT_REQUIRED
-    elif opts.tls_root_ca_file:
-        ctx.verify_mode = ssl.CERT_OPTIONAL
+    else:
+        ctx.verify_mode = ssl.CERT_NONE
     return ctx
 
 
