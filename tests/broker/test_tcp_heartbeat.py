@@ -1,0 +1,77 @@
+"""Heartbeats: sent at the negotiated interval, and a client that sends nothing for two
+intervals is dropped; any command (not only NOP) counts as a sign of life."""
+from __future__ import annotations
+
+import time
+
+from nsq_protocol import HEARTBEAT
+from tests.broker.conftest import Connect
+from tests.broker.wire import Closed, Silent
+from tests.servers import Nsqd
+
+
+def test_silent_client_gets_heartbeats_then_is_dropped_after_two_intervals(nsqd: Nsqd,
+                                                                        connect: Connect) -> None:
+    conn = connect(nsqd, auto_nop=False)
+    conn.negotiate({"heartbeat_interval": 1000})
+    last_command = time.monotonic()
+    beats: list[float] = []
+    closed_after = None
+    while closed_after is None and time.monotonic() - last_command < 8:
+        try:
+            frame = conn.read_frame(timeout=1)
+        except Silent:
+            continue
+        except Closed:
+            closed_after = time.monotonic() - last_command
+            break
+        assert frame.is_response and frame.data == HEARTBEAT, frame
+        beats.append(time.monotonic() - last_command)
+    assert closed_after is not None, "nsqd kept a silent client"
+    # nsqd's read deadline is two intervals after the last command: the heartbeat due at
+    # that same moment may or may not make it out first
+    assert len(beats) >= 1, beats
+    assert 0.8 <= beats[0] <= 1.6, beats
+    assert 1.9 <= closed_after <= 3.6, closed_after
+
+
+def test_any_command_keeps_a_client_alive(nsqd: Nsqd, connect: Connect, topic: str) -> None:
+    """A publisher that never answers heartbeats with NOP, but publishes twice a second."""
+    conn = connect(nsqd, auto_nop=False)
+    conn.negotiate({"heartbeat_interval": 1000})
+    end = time.monotonic() + 2.6  # past two intervals of no NOP
+    beats = 0
+    while time.monotonic() < end:
+        conn.pub(topic, b"alive")
+        while True:
+            frame = conn.read_frame(timeout=2)
+            if frame.is_response and frame.data == HEARTBEAT:
+                beats += 1
+                continue
+            assert frame.is_response and frame.data == b"OK", frame
+            break
+        try:
+            frame = conn.read_frame(timeout=0.5)
+            assert frame.is_response and frame.data == HEARTBEAT, frame
+            beats += 1
+        except Silent:
+            pass
+    assert beats >= 2  # heartbeats kept coming and were never answered
+    conn.pub(topic, b"still here")
+    while (frame := conn.read_frame()).data == HEARTBEAT:
+        pass
+    assert frame.is_response and frame.data == b"OK"
+
+
+def test_heartbeats_go_to_a_consumer_between_messages(nsqd: Nsqd, connect: Connect, topic: str) -> None:
+    conn = connect(nsqd)
+    conn.negotiate({"heartbeat_interval": 1000})
+    conn.sub(topic, "ch")
+    conn.expect_ok()
+    conn.rdy(1)
+    conn.expect_silence(1.4)  # next_frame answers each heartbeat with NOP
+    assert conn.heartbeats >= 1
+    publisher = connect(nsqd)
+    publisher.pub(topic, b"after the beats")
+    publisher.expect_ok()
+    assert conn.read_message().body == b"after the beats"
