@@ -1,0 +1,188 @@
+"""Small aiohttp clients for nsqd's and nsqlookupd's HTTP APIs.
+
+Both accept ``host:port`` or a full ``http(s)://`` base URL, share one
+:class:`aiohttp.ClientSession` when given one (else own theirs; close with ``await
+close()`` or ``async with``), and raise :class:`AdminError` with the status and NSQ's
+error code (``TOPIC_NOT_FOUND`` ...) for any non-2xx answer.
+"""
+from __future__ import annotations
+
+import json
+from types import TracebackType
+from typing import Any, Sequence
+
+import aiohttp
+
+from nsq_protocol.commands import encode_mpub_body
+
+from .errors import AdminError
+
+# asks servers that still wrap answers in {"status_code", "data"} for the bare JSON
+NSQ_ACCEPT = "application/vnd.nsq; version=1.0"
+
+
+def base_url(address: str) -> str:
+    address = address.rstrip("/")
+    return address if "://" in address else f"http://{address}"
+
+
+class _HttpApi:
+    def __init__(self, address: str, *, session: aiohttp.ClientSession | None = None,
+                 timeout: float = 5.0) -> None:
+        self.address = address
+        self.url = base_url(address)
+        self._session = session
+        self._owns_session = session is None
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(timeout=self._timeout)
+            self._owns_session = True
+        return self._session
+
+    async def close(self) -> None:
+        if self._owns_session and self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def __aenter__(self) -> "_HttpApi":
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
+
+    async def _call(self, method: str, path: str, params: dict[str, Any] | None = None,
+                    body: bytes | None = None) -> bytes:
+        url = self.url + path
+        query = {k: str(v) for k, v in (params or {}).items() if v is not None}
+        async with self._client().request(method, url, params=query, data=body,
+                                          headers={"Accept": NSQ_ACCEPT},
+                                          timeout=self._timeout) as resp:
+            data = await resp.read()
+            if not 200 <= resp.status < 300:
+                raise AdminError(resp.status, _error_code(data), url)
+            return data
+
+    async def _json(self, method: str, path: str, params: dict[str, Any] | None = None) -> Any:
+        data = await self._call(method, path, params)
+        try:
+            value = json.loads(data)
+        except ValueError:
+            raise AdminError(200, f"answer is not JSON: {data[:100]!r}", self.url + path) from None
+        # servers from before the versioned API wrap every answer
+        if isinstance(value, dict) and "status_code" in value and "data" in value:
+            return value["data"]
+        return value
+
+    async def ping(self) -> bool:
+        """True when the server answers /ping with 200 (nsqd answers 500 while draining)."""
+        try:
+            await self._call("GET", "/ping")
+        except AdminError:
+            return False
+        return True
+
+    async def info(self) -> dict[str, Any]:
+        return await self._json("GET", "/info")
+
+
+def _error_code(body: bytes) -> str:
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return body.decode("utf-8", "replace").strip()
+    if isinstance(value, dict):
+        return str(value.get("message") or value.get("status_txt") or value)
+    return str(value)
+
+
+class NsqdAdmin(_HttpApi):
+    """nsqd's HTTP API (``--http-address``)."""
+
+    async def stats(self, topic: str | None = None, channel: str | None = None, *,
+                    include_clients: bool = True, include_mem: bool = False) -> dict[str, Any]:
+        return await self._json("GET", "/stats", {
+            "format": "json", "topic": topic, "channel": channel,
+            "include_clients": str(include_clients).lower(), "include_mem": str(include_mem).lower()})
+
+    async def publish(self, topic: str, body: bytes, defer: float | None = None) -> None:
+        params = {"topic": topic, "defer": None if defer is None else round(defer * 1000)}
+        await self._call("POST", "/pub", params, body)
+
+    async def multi_publish(self, topic: str, bodies: Sequence[bytes]) -> None:
+        await self._call("POST", "/mpub", {"topic": topic, "binary": "true"}, encode_mpub_body(bodies))
+
+    async def create_topic(self, topic: str) -> None:
+        await self._call("POST", "/topic/create", {"topic": topic})
+
+    async def delete_topic(self, topic: str) -> None:
+        await self._call("POST", "/topic/delete", {"topic": topic})
+
+    async def empty_topic(self, topic: str) -> None:
+        await self._call("POST", "/topic/empty", {"topic": topic})
+
+    async def pause_topic(self, topic: str) -> None:
+        await self._call("POST", "/topic/pause", {"topic": topic})
+
+    async def unpause_topic(self, topic: str) -> None:
+        await self._call("POST", "/topic/unpause", {"topic": topic})
+
+    async def create_channel(self, topic: str, channel: str) -> None:
+        await self._call("POST", "/channel/create", {"topic": topic, "channel": channel})
+
+    async def delete_channel(self, topic: str, channel: str) -> None:
+        await self._call("POST", "/channel/delete", {"topic": topic, "channel": channel})
+
+    async def empty_channel(self, topic: str, channel: str) -> None:
+        await self._call("POST", "/channel/empty", {"topic": topic, "channel": channel})
+
+    async def pause_channel(self, topic: str, channel: str) -> None:
+        await self._call("POST", "/channel/pause", {"topic": topic, "channel": channel})
+
+    async def unpause_channel(self, topic: str, channel: str) -> None:
+        await self._call("POST", "/channel/unpause", {"topic": topic, "channel": channel})
+
+    async def get_config(self, option: str) -> Any:
+        return await self._json("GET", f"/config/{option}")
+
+    async def set_config(self, option: str, value: str | list[str]) -> None:
+        """nsqd takes ``log_level`` as a bare string and ``nsqlookupd_tcp_addresses`` as a
+        JSON list."""
+        body = value.encode() if isinstance(value, str) else json.dumps(value).encode()
+        await self._call("PUT", f"/config/{option}", body=body)
+
+
+class LookupdAdmin(_HttpApi):
+    """nsqlookupd's HTTP API (``--http-address``)."""
+
+    async def lookup(self, topic: str) -> dict[str, Any]:
+        """``{"channels": [...], "producers": [{broadcast_address, tcp_port, ...}]}``;
+        :class:`AdminError` 404 ``TOPIC_NOT_FOUND`` when no nsqd has the topic."""
+        return await self._json("GET", "/lookup", {"topic": topic})
+
+    async def topics(self) -> list[str]:
+        return list((await self._json("GET", "/topics")).get("topics") or [])
+
+    async def channels(self, topic: str) -> list[str]:
+        return list((await self._json("GET", "/channels", {"topic": topic})).get("channels") or [])
+
+    async def nodes(self) -> list[dict[str, Any]]:
+        return list((await self._json("GET", "/nodes")).get("producers") or [])
+
+    async def create_topic(self, topic: str) -> None:
+        await self._call("POST", "/topic/create", {"topic": topic})
+
+    async def delete_topic(self, topic: str) -> None:
+        await self._call("POST", "/topic/delete", {"topic": topic})
+
+    async def create_channel(self, topic: str, channel: str) -> None:
+        await self._call("POST", "/channel/create", {"topic": topic, "channel": channel})
+
+    async def delete_channel(self, topic: str, channel: str) -> None:
+        await self._call("POST", "/channel/delete", {"topic": topic, "channel": channel})
+
+    async def tombstone_topic_producer(self, topic: str, node: str) -> None:
+        """``node`` is the producer's ``broadcast_address:http_port``."""
+        await self._call("POST", "/topic/tombstone", {"topic": topic, "node": node})

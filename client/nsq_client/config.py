@@ -1,0 +1,166 @@
+"""The client's options: go-nsq's names, defaults and bounds, checked whenever one is set.
+
+Durations are float seconds. They may also be given as Go duration strings
+(``"250ms"``, ``"1m30s"``) or :class:`datetime.timedelta`; unlike go-nsq's ``Set``, a bare
+number means seconds, as everywhere else in Python. A value outside its bounds raises
+:class:`pydantic.ValidationError` whose message names the option and its range.
+"""
+from __future__ import annotations
+
+import socket
+import ssl
+from datetime import timedelta
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    ValidationInfo,
+    model_validator,
+)
+
+from nsq_protocol.flags import format_duration, parse_duration
+
+from .version import __version__
+
+BackoffStrategyName = Literal["exponential", "full_jitter"]
+TlsMinVersion = Literal["tls1.0", "tls1.1", "tls1.2", "tls1.3"]
+
+
+def _to_seconds(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError("a duration is expected (seconds, a Go duration string or a timedelta)")
+    if isinstance(value, str):
+        return parse_duration(value)
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return value
+
+
+Seconds = Annotated[
+    float,
+    BeforeValidator(_to_seconds),
+    PlainSerializer(format_duration, return_type=str, when_used="json"),
+]
+
+
+def _show(value: float, is_duration: bool) -> str:
+    return format_duration(value) if is_duration else f"{value:g}"
+
+
+def _within(low: float | None, high: float | None, *, duration: bool = False) -> AfterValidator:
+    """go-nsq's ``min``/``max`` tags: the error names the option and the whole range."""
+    def check(value: Any, info: ValidationInfo) -> Any:
+        if (low is not None and value < low) or (high is not None and value > high):
+            lo = _show(low, duration) if low is not None else "-inf"
+            hi = _show(high, duration) if high is not None else "inf"
+            raise ValueError(f"{info.field_name} must be within [{lo}, {hi}], "
+                             f"got {_show(value, duration)}")
+        return value
+    return AfterValidator(check)
+
+
+def _short_hostname() -> str:
+    return socket.gethostname().split(".")[0]
+
+
+MINUTE = 60.0
+
+
+class Config(BaseModel):
+    """One model for producers and consumers; unknown options are refused."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, arbitrary_types_allowed=True)
+
+    # network
+    dial_timeout: Annotated[Seconds, _within(0, None, duration=True)] = 1.0
+    read_timeout: Annotated[Seconds, _within(0.1, 5 * MINUTE, duration=True)] = 60.0
+    write_timeout: Annotated[Seconds, _within(0.1, 5 * MINUTE, duration=True)] = 1.0
+    local_addr: str | None = Field(None, description="host or host:port to bind outgoing connections to")
+
+    # discovery
+    lookupd_poll_interval: Annotated[Seconds, _within(0.01, 5 * MINUTE, duration=True)] = 60.0
+    lookupd_poll_jitter: Annotated[float, _within(0, 1)] = 0.3
+    lookupd_poll_timeout: Annotated[Seconds, _within(0, None, duration=True)] = 60.0
+
+    # requeue and backoff
+    max_requeue_delay: Annotated[Seconds, _within(0, 60 * MINUTE, duration=True)] = 15 * MINUTE
+    default_requeue_delay: Annotated[Seconds, _within(0, 60 * MINUTE, duration=True)] = 90.0
+    backoff_strategy: BackoffStrategyName = "exponential"
+    max_backoff_duration: Annotated[Seconds, _within(0, 60 * MINUTE, duration=True)] = 2 * MINUTE
+    backoff_multiplier: Annotated[Seconds, _within(0, 60 * MINUTE, duration=True)] = 1.0
+    max_attempts: Annotated[int, _within(0, 65535)] = 5
+
+    # RDY distribution
+    low_rdy_idle_timeout: Annotated[Seconds, _within(1, 5 * MINUTE, duration=True)] = 10.0
+    low_rdy_timeout: Annotated[Seconds, _within(1, 5 * MINUTE, duration=True)] = 30.0
+    rdy_redistribute_interval: Annotated[Seconds, _within(0.001, 5, duration=True)] = 5.0
+    max_in_flight: Annotated[int, _within(0, None)] = 1
+
+    # identity sent in IDENTIFY
+    client_id: str = Field(default_factory=_short_hostname)
+    hostname: str = Field(default_factory=socket.gethostname)
+    user_agent: str = f"nsq_client/{__version__}"
+
+    # negotiated with nsqd; a negative heartbeat_interval or output_buffer_timeout disables
+    # it, 0 keeps nsqd's default, as in IDENTIFY
+    heartbeat_interval: Seconds = 30.0
+    sample_rate: Annotated[int, _within(0, 99)] = 0
+    output_buffer_size: Annotated[int, _within(-1, None)] = 16384
+    output_buffer_timeout: Seconds = 0.25
+    msg_timeout: Annotated[Seconds, _within(0, None, duration=True)] = 0.0
+
+    # TLS: tls_context, when given, is used as is; otherwise one is built from the files
+    tls_v1: bool = False
+    tls_context: ssl.SSLContext | None = Field(None, exclude=True)
+    tls_root_ca_file: str | None = None
+    tls_insecure_skip_verify: bool = False
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_min_version: TlsMinVersion = "tls1.2"
+    tls_server_name: str | None = Field(None, description="name to verify nsqd's certificate against "
+                                                          "(default: the host connected to)")
+
+    # compression
+    deflate: bool = False
+    deflate_level: Annotated[int, _within(1, 9)] = 6
+    snappy: bool = False
+
+    auth_secret: str = ""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Config":
+        if self.heartbeat_interval > self.read_timeout:
+            raise ValueError(f"heartbeat_interval ({format_duration(self.heartbeat_interval)}) must be "
+                             f"less than read_timeout ({format_duration(self.read_timeout)})")
+        if self.deflate and self.snappy:
+            raise ValueError("deflate and snappy cannot both be enabled")
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ValueError("tls_cert and tls_key must be given together")
+        return self
+
+    def identify_body(self) -> dict[str, Any]:
+        """The IDENTIFY JSON this configuration asks nsqd for."""
+        return {
+            "client_id": self.client_id,
+            "hostname": self.hostname,
+            "user_agent": self.user_agent,
+            "feature_negotiation": True,
+            "heartbeat_interval": _millis_or_disabled(self.heartbeat_interval),
+            "output_buffer_size": self.output_buffer_size,
+            "output_buffer_timeout": _millis_or_disabled(self.output_buffer_timeout),
+            "tls_v1": self.tls_v1,
+            "deflate": self.deflate,
+            "deflate_level": self.deflate_level,
+            "snappy": self.snappy,
+            "sample_rate": self.sample_rate,
+            "msg_timeout": round(self.msg_timeout * 1000),
+        }
+
+
+def _millis_or_disabled(seconds: float) -> int:
+    return -1 if seconds < 0 else round(seconds * 1000)

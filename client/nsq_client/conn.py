@@ -1,0 +1,349 @@
+"""One connection to one nsqd: the handshake (magic, IDENTIFY with feature negotiation, TLS,
+snappy/deflate, AUTH), V2 framing in both directions, heartbeat answers, responses matched
+to commands in the order they were sent, and the in-flight bookkeeping a consumer needs
+for a clean close (CLS -> CLOSE_WAIT -> every in-flight message answered -> close)."""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import deque
+from typing import Any
+
+from nsq_protocol import CLOSE_WAIT, HEARTBEAT, MAGIC_V2, OK, Frame, FrameDecoder, ProtocolError
+from nsq_protocol import commands as cmd
+from nsq_protocol.errors import NON_FATAL_CODES
+from nsq_protocol.message import decode_message
+
+from .address import split_address
+from .codecs import StreamCodec, codec_for
+from .config import Config
+from .errors import ConnectionClosedError, IdentifyError, NotConnectedError, ServerError
+from .message import Message
+from .tls import client_context
+
+log = logging.getLogger("nsq_client")
+
+READ_CHUNK = 256 * 1024
+
+
+class ConnectionDelegate:
+    """What a connection reports to its owner; every method may be left as is."""
+
+    def on_message(self, conn: "Connection", message: Message) -> None:
+        message.requeue(backoff=False)  # nobody consumes here: hand it back at once
+
+    def on_message_finished(self, conn: "Connection", message: Message) -> None: ...
+
+    def on_message_requeued(self, conn: "Connection", message: Message, backoff: bool) -> None: ...
+
+    def on_server_error(self, conn: "Connection", error: ServerError) -> None:
+        log.error("(%s) nsqd error: %s", conn.address, error)
+
+    def on_close_wait(self, conn: "Connection") -> None: ...
+
+    def on_close(self, conn: "Connection", reason: BaseException | None) -> None: ...
+
+
+class Connection:
+    def __init__(self, address: str, config: Config, delegate: ConnectionDelegate | None = None) -> None:
+        self.address = address
+        self.config = config
+        self.delegate = delegate or ConnectionDelegate()
+        self.host, self.port = split_address(address)
+        self.server_settings: dict[str, Any] = {}
+        self.max_rdy = 2500
+        # RDY as last sent, when it was last raised above 0, and when a message last came
+        self.rdy_count = 0
+        self.last_rdy_time = 0.0
+        self.last_message_time = 0.0
+        self.in_flight = 0
+        self.messages_received = 0
+
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._frames = FrameDecoder()
+        self._codec: StreamCodec | None = None
+        self._pending: deque[asyncio.Future[bytes]] = deque()
+        self._read_task: asyncio.Task[None] | None = None
+        self._connected = False
+        self._close_sent = False
+        self._close_wait = False
+        self._closed = asyncio.Event()
+        self._close_reason: BaseException | None = None
+
+    def __repr__(self) -> str:
+        return f"Connection({self.address})"
+
+    # -- state ------------------------------------------------------------------
+    @property
+    def is_connected(self) -> bool:
+        return self._connected and not self._closed.is_set()
+
+    @property
+    def is_closing(self) -> bool:
+        """CLS was sent (or the connection is gone): no RDY may be raised on it."""
+        return self._close_sent or self._closed.is_set()
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed.is_set()
+
+    async def wait_closed(self) -> None:
+        await self._closed.wait()
+
+    # -- handshake ----------------------------------------------------------------
+    async def connect(self) -> None:
+        """Open the socket and negotiate; raises :class:`IdentifyError` or ``OSError``."""
+        if self._connected or self._closed.is_set():
+            raise RuntimeError(f"{self} cannot connect twice")
+        cfg = self.config
+        local = split_address(cfg.local_addr) if cfg.local_addr and ":" in cfg.local_addr else (
+            (cfg.local_addr, 0) if cfg.local_addr else None)
+        try:
+            async with asyncio.timeout(cfg.dial_timeout or None):
+                self._reader, self._writer = await asyncio.open_connection(
+                    self.host, self.port, local_addr=local, limit=READ_CHUNK)
+            self._write(MAGIC_V2 + cmd.identify(cfg.identify_body()))
+            await self._negotiate()
+        except BaseException as err:
+            self._finalize(err)
+            if isinstance(err, TimeoutError):
+                raise ConnectionClosedError(f"{self.address}: connect timed out") from err
+            raise
+        self._connected = True
+        self._read_task = asyncio.create_task(self._read_loop(), name=f"nsq-read-{self.address}")
+
+    async def _negotiate(self) -> None:
+        cfg = self.config
+        answer = await self._expect_response("IDENTIFY")
+        if answer != OK:  # nsqd answers JSON when feature negotiation is on
+            try:
+                self.server_settings = json.loads(answer)
+            except ValueError as err:
+                raise IdentifyError(f"{self.address}: IDENTIFY answer is not JSON: {answer[:100]!r}") from err
+            self.max_rdy = int(self.server_settings.get("max_rdy_count", self.max_rdy))
+        settings = self.server_settings
+        if cfg.tls_v1:
+            if not settings.get("tls_v1"):
+                raise IdentifyError(f"{self.address}: TLS was asked for but nsqd did not enable it")
+            await self._upgrade_tls()
+        snappy_on, deflate_on = bool(settings.get("snappy")), bool(settings.get("deflate"))
+        if snappy_on or deflate_on:
+            self._codec = codec_for(snappy_on, deflate_on, int(settings.get("deflate_level") or 6))
+            rest = self._frames.take_unparsed()  # bytes after IDENTIFY's answer are compressed
+            if rest:
+                self._frames.feed(self._codec.decode(rest) if self._codec else rest)
+            if await self._expect_response("compression") != OK:
+                raise IdentifyError(f"{self.address}: no OK after enabling compression")
+        if settings.get("auth_required"):
+            if not cfg.auth_secret:
+                raise IdentifyError(f"{self.address}: nsqd requires AUTH and no auth_secret is set")
+            self._write(cmd.auth(cfg.auth_secret))
+            self.server_settings["auth"] = json.loads(await self._expect_response("AUTH"))
+
+    async def _upgrade_tls(self) -> None:
+        assert self._writer is not None
+        if self._frames.take_unparsed():
+            raise IdentifyError(f"{self.address}: unexpected data before the TLS handshake")
+        server_name = self.config.tls_server_name or self.host
+        await self._writer.start_tls(client_context(self.config), server_hostname=server_name,
+                                     ssl_handshake_timeout=self.config.read_timeout)
+        if await self._expect_response("TLS") != OK:
+            raise IdentifyError(f"{self.address}: no OK after the TLS handshake")
+
+    async def _expect_response(self, step: str) -> bytes:
+        while True:
+            frame = await self._read_frame()
+            if frame.is_error:
+                err = ServerError(frame.error_code, frame.data.decode("utf-8", "replace"))
+                raise IdentifyError(f"{self.address}: {step} failed: {err}") from err
+            if frame.is_response and frame.data == HEARTBEAT:
+                self._write(cmd.nop())
+                continue
+            if not frame.is_response:
+                raise IdentifyError(f"{self.address}: unexpected frame type {frame.type} during {step}")
+            return frame.data
+
+    async def _read_frame(self) -> Frame:
+        while (frame := self._frames.next_frame()) is None:
+            await self._read_chunk()
+        return frame
+
+    async def _read_chunk(self) -> None:
+        assert self._reader is not None
+        async with asyncio.timeout(self.config.read_timeout):
+            data = await self._reader.read(READ_CHUNK)
+        if not data:
+            raise ConnectionClosedError(f"{self.address}: connection closed by nsqd")
+        self._frames.feed(self._codec.decode(data) if self._codec else data)
+
+    # -- reading ------------------------------------------------------------------
+    async def _read_loop(self) -> None:
+        reason: BaseException | None = None
+        try:
+            while True:
+                while (frame := self._frames.next_frame()) is not None:
+                    self._dispatch(frame)
+                await self._read_chunk()
+        except TimeoutError:
+            reason = ConnectionClosedError(f"{self.address}: nothing read for {self.config.read_timeout}s")
+        except asyncio.CancelledError:
+            reason = ConnectionClosedError(f"{self.address}: connection closed")
+        except (OSError, ConnectionClosedError, ProtocolError) as err:
+            reason = err
+        except Exception as err:  # a delegate bug: report it and drop the connection
+            log.exception("(%s) error while handling a frame", self.address)
+            reason = err
+        finally:
+            self._finalize(reason)
+
+    def _dispatch(self, frame: Frame) -> None:
+        if frame.is_message:
+            self.in_flight += 1
+            self.messages_received += 1
+            self.last_message_time = time.monotonic()
+            self.delegate.on_message(self, Message(decode_message(frame.data), self.address, self))
+        elif frame.is_response:
+            if frame.data == HEARTBEAT:
+                self.send(cmd.nop())
+            elif frame.data == CLOSE_WAIT:
+                self._close_wait = True
+                self.delegate.on_close_wait(self)
+                self._close_if_drained()
+            elif self._pending:
+                fut = self._pending.popleft()
+                if not fut.done():
+                    fut.set_result(frame.data)
+            else:
+                log.warning("(%s) unexpected response %r", self.address, frame.data[:100])
+        else:
+            error = ServerError(frame.error_code, frame.data.decode("utf-8", "replace"))
+            # FIN/REQ/TOUCH failures answer no pending command and leave the connection open
+            if error.code not in NON_FATAL_CODES and self._pending:
+                fut = self._pending.popleft()
+                if not fut.done():
+                    fut.set_exception(error)
+            else:
+                self.delegate.on_server_error(self, error)
+
+    # -- writing ------------------------------------------------------------------
+    def _write(self, data: bytes) -> None:
+        assert self._writer is not None
+        self._writer.write(self._codec.encode(data) if self._codec else data)
+
+    def send(self, data: bytes) -> None:
+        """Write a command that nsqd does not answer (RDY, FIN, REQ, TOUCH, NOP)."""
+        if self._closed.is_set() or self._writer is None:
+            raise NotConnectedError(f"{self.address}: not connected")
+        self._write(data)
+
+    def request(self, data: bytes) -> asyncio.Future[bytes]:
+        """Write a command nsqd answers (PUB, MPUB, DPUB, SUB); the future gets the answer
+        or the :class:`ServerError`/:class:`ConnectionClosedError` instead."""
+        self.send(data)
+        fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._pending.append(fut)
+        return fut
+
+    async def drain(self) -> None:
+        """Wait until the socket accepts more (at most ``write_timeout``)."""
+        if self._writer is None or self._closed.is_set():
+            raise NotConnectedError(f"{self.address}: not connected")
+        try:
+            async with asyncio.timeout(self.config.write_timeout):
+                await self._writer.drain()
+        except (OSError, TimeoutError) as err:
+            self._finalize(err)
+            raise ConnectionClosedError(f"{self.address}: write failed: {err!r}") from err
+
+    @property
+    def pending_count(self) -> int:
+        return len(self._pending)
+
+    # -- consumer commands ----------------------------------------------------------
+    async def subscribe(self, topic: str, channel: str) -> None:
+        answer = await self.request(cmd.sub(topic, channel))
+        if answer != OK:
+            raise ServerError("E_INVALID", f"SUB answered {answer!r}")
+
+    def send_rdy(self, count: int) -> None:
+        self.send(cmd.rdy(count))
+        self.rdy_count = count
+        if count > 0:
+            self.last_rdy_time = time.monotonic()
+
+    def start_close(self) -> None:
+        """CLS: nsqd stops sending and answers CLOSE_WAIT; the socket is closed once every
+        in-flight message has been answered."""
+        if self._close_sent or self._closed.is_set():
+            return
+        self._close_sent = True
+        self.rdy_count = 0
+        try:
+            self.send(cmd.cls())
+        except NotConnectedError:
+            pass
+
+    def close(self, reason: BaseException | None = None) -> None:
+        """Close now, without waiting for anything."""
+        self._finalize(reason or ConnectionClosedError(f"{self.address}: closed by the client"))
+
+    def _close_if_drained(self) -> None:
+        if self._close_wait and self.in_flight <= 0:
+            self.close(ConnectionClosedError(f"{self.address}: closed after CLOSE_WAIT"))
+
+    # -- MessageResponder --------------------------------------------------------------
+    def finish(self, message: Message) -> None:
+        self._answer(cmd.fin(message.id))
+        self.delegate.on_message_finished(self, message)
+        self._close_if_drained()
+
+    def requeue(self, message: Message, delay: float | None, backoff: bool) -> None:
+        cfg = self.config
+        if delay is None:
+            delay = cfg.default_requeue_delay * message.attempts
+        delay = min(delay, cfg.max_requeue_delay)
+        self._answer(cmd.req(message.id, round(delay * 1000)))
+        self.delegate.on_message_requeued(self, message, backoff)
+        self._close_if_drained()
+
+    def touch(self, message: Message) -> None:
+        try:
+            self.send(cmd.touch(message.id))
+        except NotConnectedError:
+            log.warning("(%s) cannot TOUCH %s: connection closed", self.address, message.id.decode())
+
+    def _answer(self, command: bytes) -> None:
+        self.in_flight -= 1
+        try:
+            self.send(command)
+        except NotConnectedError:
+            # nsqd will time the message out and deliver it again
+            log.warning("(%s) cannot send %s: connection closed", self.address, command.split(b" ", 1)[0].decode())
+
+    # -- teardown --------------------------------------------------------------------
+    def _finalize(self, reason: BaseException | None) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        self._close_reason = reason
+        self.rdy_count = 0
+        closed = ConnectionClosedError(f"{self.address}: connection closed before nsqd answered"
+                                       + (f" ({reason})" if reason else ""))
+        while self._pending:
+            fut = self._pending.popleft()
+            if not fut.done():
+                fut.set_exception(closed)
+        if self._writer is not None:
+            self._writer.close()
+        task = self._read_task
+        if task is not None and task is not asyncio.current_task() and not task.done():
+            task.cancel()
+        if self._connected:
+            self.delegate.on_close(self, reason)
+
+    @property
+    def close_reason(self) -> BaseException | None:
+        return self._close_reason
