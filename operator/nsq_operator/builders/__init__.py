@@ -1,0 +1,30 @@
+"""Pure builders: an NsqCluster in, the Kubernetes manifests it needs out."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..models import NsqCluster
+from .configmap import build_configmap
+from .pdb import build_lookupd_pdb, build_nsqd_pdb
+from .serviceaccount import build_service_account
+from .services import build_lookupd_headless_service, build_nsqd_client_service, build_nsqd_headless_service
+from .statefulsets import build_lookupd_statefulset, build_nsqd_statefulset
+
+
+def build_cluster(cluster: NsqCluster) -> list[dict[str, Any]]:
+    """Every object the cluster owns, in the order they are best created: identity and
+    config first, lookupd before the nsqds that register with it."""
+    return [
+        build_service_account(cluster),
+        build_configmap(cluster),
+        build_lookupd_headless_service(cluster),
+        build_lookupd_statefulset(cluster),
+        build_lookupd_pdb(cluster),
+        build_nsqd_headless_service(cluster),
+        build_nsqd_client_service(cluster),
+        build_nsqd_statefulset(cluster),
+        build_nsqd_pdb(cluster),
+    ]
+
+
+__all__ = ["build_cluster"]

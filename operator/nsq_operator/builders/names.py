@@ -1,0 +1,74 @@
+"""Names of everything a cluster owns, and the stable DNS names pods are reached by.
+The builders and the live reconcilers both use these, so they never disagree."""
+from __future__ import annotations
+
+from ..constants import LOOKUPD_TCP_PORT
+from ..models import NsqCluster
+
+
+def nsqd_statefulset(cluster: NsqCluster) -> str:
+    return f"{cluster.name}-nsqd"
+
+
+def nsqd_headless_service(cluster: NsqCluster) -> str:
+    return f"{cluster.name}-nsqd-headless"
+
+
+def nsqd_client_service(cluster: NsqCluster) -> str:
+    return f"{cluster.name}-nsqd"
+
+
+def lookupd_statefulset(cluster: NsqCluster) -> str:
+    return f"{cluster.name}-lookupd"
+
+
+def lookupd_headless_service(cluster: NsqCluster) -> str:
+    return f"{cluster.name}-lookupd"
+
+
+def config_map(cluster: NsqCluster) -> str:
+    return f"{cluster.name}-nsq-config"
+
+
+def service_account(cluster: NsqCluster) -> str:
+    return f"{cluster.name}-nsq"
+
+
+def nsqd_pdb(cluster: NsqCluster) -> str:
+    return f"{cluster.name}-nsqd"
+
+
+def lookupd_pdb(cluster: NsqCluster) -> str:
+    return f"{cluster.name}-lookupd"
+
+
+def pod_name(statefulset: str, ordinal: int) -> str:
+    return f"{statefulset}-{ordinal}"
+
+
+def nsqd_pods(cluster: NsqCluster, replicas: int | None = None) -> list[str]:
+    count = cluster.spec.nsqd.replicas if replicas is None else replicas
+    return [pod_name(nsqd_statefulset(cluster), i) for i in range(count)]
+
+
+def lookupd_pods(cluster: NsqCluster, replicas: int | None = None) -> list[str]:
+    count = cluster.spec.lookupd.replicas if replicas is None else replicas
+    return [pod_name(lookupd_statefulset(cluster), i) for i in range(count)]
+
+
+def pod_dns(pod: str, service: str, namespace: str) -> str:
+    """A StatefulSet pod's stable name through its headless Service."""
+    return f"{pod}.{service}.{namespace}.svc"
+
+
+def nsqd_broadcast_address(cluster: NsqCluster, pod: str) -> str:
+    return pod_dns(pod, nsqd_headless_service(cluster), cluster.namespace)
+
+
+def lookupd_broadcast_address(cluster: NsqCluster, pod: str) -> str:
+    return pod_dns(pod, lookupd_headless_service(cluster), cluster.namespace)
+
+
+def lookupd_tcp_addresses(cluster: NsqCluster, replicas: int | None = None) -> list[str]:
+    """Every lookupd by DNS name, as nsqd's --lookupd-tcp-address wants them."""
+    return [f"{lookupd_broadcast_address(cluster, pod)}:{LOOKUPD_TCP_PORT}" for pod in lookupd_pods(cluster, replicas)]

@@ -1,0 +1,143 @@
+"""The two StatefulSets: nsqlookupd (stateless, rolled by Kubernetes) and nsqd (one claim
+per pod, ``OnDelete`` so the operator decides when each pod restarts)."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..constants import (LOOKUPD_CONFIG_FILE, LOOKUPD_HTTP_PORT, LOOKUPD_LIVENESS_PATH, LOOKUPD_READINESS_PATH,
+                         LOOKUPD_TCP_PORT, NSQD_CONFIG_DIR, NSQD_CONFIG_FILE, NSQD_DATA_PATH, NSQD_HTTP_PORT,
+                         NSQD_LIVENESS_PATH, NSQD_READINESS_PATH, NSQD_TCP_PORT, OPTIONS_HASH_ANNOTATION,
+                         TERMINATION_GRACE_MARGIN_SECONDS, TOPOLOGY_READY_CONDITION)
+from ..models import NsqCluster
+from . import labels, names
+from .configmap import nsqd_tunables, options_hash
+from .ownership import object_meta
+from .pods import (POD_NAME_ENV, container_security_context, http_probe, resources, scheduling,
+                   security_context)
+
+DATA_VOLUME = "data"
+CONFIG_VOLUME = "config"
+
+
+def _ports(tcp: int, http: int) -> list[dict[str, Any]]:
+    return [{"name": "tcp", "containerPort": tcp, "protocol": "TCP"},
+            {"name": "http", "containerPort": http, "protocol": "TCP"}]
+
+
+def _config_volume(cluster: NsqCluster) -> dict[str, Any]:
+    return {"name": CONFIG_VOLUME, "configMap": {"name": names.config_map(cluster)}}
+
+
+def _pod_template(cluster: NsqCluster, component: str, container: dict[str, Any], extra: dict[str, Any],
+                  annotations: dict[str, str]) -> dict[str, Any]:
+    selector = labels.selector(cluster, component)
+    spec: dict[str, Any] = {
+        "serviceAccountName": names.service_account(cluster),
+        "automountServiceAccountToken": False,
+        "securityContext": security_context(),
+        "containers": [container],
+        "volumes": [_config_volume(cluster)],
+        **scheduling(cluster, selector),
+        **extra,
+    }
+    return {"metadata": {"labels": labels.labels(cluster, component), "annotations": annotations}, "spec": spec}
+
+
+def nsqd_container(cluster: NsqCluster) -> dict[str, Any]:
+    broadcast = names.pod_dns("$(POD_NAME)", names.nsqd_headless_service(cluster), cluster.namespace)
+    container: dict[str, Any] = {
+        "name": "nsqd",
+        "image": cluster.spec.image,
+        "imagePullPolicy": cluster.spec.image_pull_policy,
+        "command": ["nsqd"],
+        "args": [f"--config={NSQD_CONFIG_DIR}/{NSQD_CONFIG_FILE}",
+                 f"--tcp-address=0.0.0.0:{NSQD_TCP_PORT}",
+                 f"--http-address=0.0.0.0:{NSQD_HTTP_PORT}",
+                 f"--data-path={NSQD_DATA_PATH}",
+                 f"--broadcast-address={broadcast}"],
+        "env": [POD_NAME_ENV],
+        "ports": _ports(NSQD_TCP_PORT, NSQD_HTTP_PORT),
+        "readinessProbe": http_probe(NSQD_READINESS_PATH, "http", period=5, failures=3),
+        "livenessProbe": http_probe(NSQD_LIVENESS_PATH, "http", period=10, failures=6, initial_delay=10),
+        "volumeMounts": [{"name": DATA_VOLUME, "mountPath": NSQD_DATA_PATH},
+                         {"name": CONFIG_VOLUME, "mountPath": NSQD_CONFIG_DIR, "readOnly": True}],
+        "securityContext": container_security_context(),
+    }
+    if res := resources(cluster.spec.nsqd.resources):
+        container["resources"] = res
+    return container
+
+
+def lookupd_container(cluster: NsqCluster) -> dict[str, Any]:
+    broadcast = names.pod_dns("$(POD_NAME)", names.lookupd_headless_service(cluster), cluster.namespace)
+    container: dict[str, Any] = {
+        "name": "nsqlookupd",
+        "image": cluster.spec.image,
+        "imagePullPolicy": cluster.spec.image_pull_policy,
+        "command": ["nsqlookupd"],
+        "args": [f"--config={NSQD_CONFIG_DIR}/{LOOKUPD_CONFIG_FILE}",
+                 f"--tcp-address=0.0.0.0:{LOOKUPD_TCP_PORT}",
+                 f"--http-address=0.0.0.0:{LOOKUPD_HTTP_PORT}",
+                 f"--broadcast-address={broadcast}"],
+        "env": [POD_NAME_ENV],
+        "ports": _ports(LOOKUPD_TCP_PORT, LOOKUPD_HTTP_PORT),
+        "readinessProbe": http_probe(LOOKUPD_READINESS_PATH, "http", period=5, failures=3),
+        "livenessProbe": http_probe(LOOKUPD_LIVENESS_PATH, "http", period=10, failures=6, initial_delay=5),
+        "volumeMounts": [{"name": CONFIG_VOLUME, "mountPath": NSQD_CONFIG_DIR, "readOnly": True}],
+        "securityContext": container_security_context(),
+    }
+    if res := resources(cluster.spec.lookupd.resources):
+        container["resources"] = res
+    return container
+
+
+def _claim_template(cluster: NsqCluster) -> dict[str, Any]:
+    storage = cluster.spec.nsqd.storage
+    spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": storage.size}}}
+    if storage.storage_class_name:
+        spec["storageClassName"] = storage.storage_class_name
+    return {"metadata": {"name": DATA_VOLUME, "labels": labels.labels(cluster, labels.NSQD)}, "spec": spec}
+
+
+def build_nsqd_statefulset(cluster: NsqCluster) -> dict[str, Any]:
+    storage = cluster.spec.nsqd.storage
+    template = _pod_template(
+        cluster, labels.NSQD, nsqd_container(cluster),
+        extra={"terminationGracePeriodSeconds": cluster.spec.drain_timeout_seconds + TERMINATION_GRACE_MARGIN_SECONDS,
+               "readinessGates": [{"conditionType": TOPOLOGY_READY_CONDITION}]},
+        annotations={OPTIONS_HASH_ANNOTATION: options_hash(nsqd_tunables(cluster))})
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": object_meta(cluster, names.nsqd_statefulset(cluster), labels.NSQD),
+        "spec": {
+            "serviceName": names.nsqd_headless_service(cluster),
+            "replicas": cluster.spec.nsqd.replicas,
+            "selector": {"matchLabels": labels.selector(cluster, labels.NSQD)},
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "OnDelete"},
+            "persistentVolumeClaimRetentionPolicy": {"whenScaled": storage.when_scaled,
+                                                     "whenDeleted": storage.when_deleted},
+            "template": template,
+            "volumeClaimTemplates": [_claim_template(cluster)],
+        },
+    }
+
+
+def build_lookupd_statefulset(cluster: NsqCluster) -> dict[str, Any]:
+    template = _pod_template(
+        cluster, labels.LOOKUPD, lookupd_container(cluster), extra={"terminationGracePeriodSeconds": 30},
+        annotations={OPTIONS_HASH_ANNOTATION: options_hash(cluster.spec.lookupd.options.config_file())})
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": object_meta(cluster, names.lookupd_statefulset(cluster), labels.LOOKUPD),
+        "spec": {
+            "serviceName": names.lookupd_headless_service(cluster),
+            "replicas": cluster.spec.lookupd.replicas,
+            "selector": {"matchLabels": labels.selector(cluster, labels.LOOKUPD)},
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "RollingUpdate"},
+            "template": template,
+        },
+    }

@@ -1,0 +1,40 @@
+"""Names and numbers shared by the CRDs, the builders and the handlers."""
+from __future__ import annotations
+
+from typing import Final
+
+GROUP: Final = "nsq.dev"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+
+DEFAULT_IMAGE: Final = "nsq-operator:0.1.0"
+
+# container ports, NSQ's defaults
+NSQD_TCP_PORT: Final = 4150
+NSQD_HTTP_PORT: Final = 4151
+LOOKUPD_TCP_PORT: Final = 4160
+LOOKUPD_HTTP_PORT: Final = 4161
+
+# Probe paths live here only: the drain work will move readiness to its own endpoint.
+NSQD_READINESS_PATH: Final = "/ping"
+NSQD_LIVENESS_PATH: Final = "/ping"
+LOOKUPD_READINESS_PATH: Final = "/ping"
+LOOKUPD_LIVENESS_PATH: Final = "/ping"
+
+NSQD_DATA_PATH: Final = "/data"
+NSQD_CONFIG_DIR: Final = "/etc/nsq"
+NSQD_CONFIG_FILE: Final = "nsqd.conf"
+LOOKUPD_CONFIG_FILE: Final = "nsqlookupd.conf"
+
+# The pod condition the operator sets once every declared topic and channel exists on
+# that nsqd; the pod's readiness gate waits for it, so no client reaches a bare nsqd.
+TOPOLOGY_READY_CONDITION: Final = f"{GROUP}/topology-ready"
+
+EMPTY_REQUEST_ANNOTATION: Final = f"{GROUP}/empty-requested-at"
+OPTIONS_HASH_ANNOTATION: Final = f"{GROUP}/options-hash"
+FINALIZER: Final = f"{GROUP}/topology"
+
+# nsqd gets this long beyond the drain timeout before the kubelet kills it
+TERMINATION_GRACE_MARGIN_SECONDS: Final = 15
+
+MANAGED_BY: Final = "nsq-operator"

@@ -1,0 +1,101 @@
+"""NsqCluster: a set of nsqlookupd and nsqd pods the operator runs and keeps in shape."""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from ..constants import DEFAULT_IMAGE
+from .common import CrdModel, GoDuration, Quantity, ResourceRequirements, StatusBase, passthrough
+from .options import LookupdTunables, NsqdTunables
+
+ClaimPolicy = Literal["Retain", "Delete"]
+
+
+class StorageSpec(CrdModel):
+    size: Quantity = Field("10Gi", description="size of each nsqd's PersistentVolumeClaim")
+    storage_class_name: str | None = Field(None, description="StorageClass of the claims; the cluster default when unset")
+    when_scaled: ClaimPolicy = Field("Retain", description="what happens to a pod's claim when nsqd is scaled down: Retain keeps its messages for a later scale-up, Delete removes them")
+    when_deleted: ClaimPolicy = Field("Retain", description="what happens to the claims when the NsqCluster is deleted")
+
+
+class NsqdSpec(CrdModel):
+    replicas: int = Field(3, ge=0, le=1000, description="number of nsqd pods")
+    resources: ResourceRequirements = Field(default_factory=ResourceRequirements, description="cpu and memory of each nsqd")
+    storage: StorageSpec = Field(default_factory=StorageSpec, description="each nsqd's persistent disk queue")
+    options: NsqdTunables = Field(default_factory=NsqdTunables, description="nsqd options by NSQ's flag names")
+
+
+class LookupdSpec(CrdModel):
+    replicas: int = Field(3, ge=1, le=15, description="number of nsqlookupd pods")
+    resources: ResourceRequirements = Field(default_factory=ResourceRequirements, description="cpu and memory of each nsqlookupd")
+    options: LookupdTunables = Field(default_factory=LookupdTunables, description="nsqlookupd options by NSQ's flag names")
+
+
+class SchedulingSpec(CrdModel):
+    affinity: dict[str, Any] | None = Field(None, json_schema_extra=passthrough("a core/v1 Affinity for every pod"))
+    tolerations: list[dict[str, Any]] = Field(
+        default_factory=list,
+        json_schema_extra={"items": passthrough("a core/v1 Toleration"), "description": "core/v1 Tolerations for every pod"})
+    topology_spread_constraints: list[dict[str, Any]] = Field(
+        default_factory=list,
+        json_schema_extra={"items": passthrough("a core/v1 TopologySpreadConstraint"),
+                           "description": "core/v1 TopologySpreadConstraints; an empty labelSelector selects the component's own pods"})
+    node_selector: dict[str, str] = Field(default_factory=dict, description="node labels every pod requires")
+    priority_class_name: str | None = Field(None, description="PriorityClass of every pod")
+
+
+class MetricsSpec(CrdModel):
+    enabled: bool = Field(False, description="push nsqd's statistics to statsd")
+    statsd_address: str = Field("", description="UDP <host>:<port> of the statsd daemon; required when enabled")
+    statsd_prefix: str = Field("nsq.%s", description="prefix of the keys sent to statsd (%s becomes the host)")
+    statsd_interval: GoDuration = Field("60s", description="time between pushes to statsd")
+
+    @model_validator(mode="after")
+    def _address_when_enabled(self) -> "MetricsSpec":
+        if self.enabled and not self.statsd_address:
+            raise ValueError("statsdAddress is required when metrics are enabled")
+        return self
+
+
+class NsqClusterSpec(CrdModel):
+    image: str = Field(DEFAULT_IMAGE, min_length=1, description="container image holding nsqd and nsqlookupd")
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field("IfNotPresent", description="Always, IfNotPresent or Never")
+    image_pull_secrets: list[str] = Field(default_factory=list, description="names of Secrets to pull the image with")
+    nsqd: NsqdSpec = Field(default_factory=NsqdSpec, description="the brokers")
+    lookupd: LookupdSpec = Field(default_factory=LookupdSpec, description="the discovery service")
+    scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec, description="where pods may run")
+    drain_timeout_seconds: int = Field(60, ge=0, le=86400, description="how long an nsqd may take to hand off its messages before it stops")
+    metrics: MetricsSpec = Field(default_factory=MetricsSpec, description="statistics export")
+
+
+class ComponentStatus(CrdModel):
+    replicas: int = Field(0, description="pods that exist")
+    ready_replicas: int = Field(0, description="pods that are ready")
+    selector: str = Field("", description="label selector of the pods, for the scale subresource")
+
+
+class NsqdStatus(ComponentStatus):
+    registered_in_all_lookupds: bool = Field(False, description="every ready nsqd is known to every lookupd")
+    lookupd_addresses: list[str] = Field(default_factory=list, description="the lookupd TCP addresses nsqds were last given")
+
+
+class NsqClusterStatus(StatusBase):
+    nsqd: NsqdStatus = Field(default_factory=NsqdStatus, description="the brokers")
+    lookupd: ComponentStatus = Field(default_factory=ComponentStatus, description="the discovery service")
+
+
+class NsqCluster(CrdModel):
+    """The object as the builders see it: identity plus a validated spec."""
+
+    name: str
+    namespace: str
+    uid: str = ""
+    generation: int = 0
+    spec: NsqClusterSpec
+
+    @classmethod
+    def from_body(cls, body: Any) -> "NsqCluster":
+        meta = body["metadata"]
+        return cls(name=meta["name"], namespace=meta.get("namespace") or "default", uid=meta.get("uid", ""),
+                   generation=meta.get("generation", 0), spec=NsqClusterSpec.model_validate(body.get("spec") or {}))
