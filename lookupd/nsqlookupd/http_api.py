@@ -15,9 +15,9 @@ from typing import Any, Callable
 
 from aiohttp import web
 
+from nsq_protocol.http_query import QueryError, first, parse_query
 from nsq_protocol.names import is_valid_channel_name, is_valid_topic_name
 
-from .http_params import QueryError, first, parse_query
 from .registry import Registry
 
 JSON_TYPE = "application/json; charset=utf-8"

@@ -1,30 +1,12 @@
-"""Log lines as NSQ writes them to stderr: ``<prefix>2006/01/02 15:04:05.000000 INFO: text``."""
+"""nsqlookupd's logger: NSQ's text lines (``[nsqlookupd] 2006/01/02 15:04:05.000000 INFO: text``)
+on stderr, formatted by :mod:`nsq_protocol.logfmt` like nsqd's."""
 from __future__ import annotations
 
 import logging
 import sys
-import time
 from typing import TextIO
 
-LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
-          "error": logging.ERROR, "fatal": logging.CRITICAL}
-_LABELS = {logging.DEBUG: "DEBUG", logging.INFO: "INFO", logging.WARNING: "WARNING",
-           logging.ERROR: "ERROR", logging.CRITICAL: "FATAL"}
-
-
-class NsqLogFormatter(logging.Formatter):
-    def __init__(self, prefix: str) -> None:
-        super().__init__()
-        self.prefix = prefix
-
-    def format(self, record: logging.LogRecord) -> str:
-        stamp = time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(record.created))
-        micros = int((record.created % 1) * 1_000_000)
-        label = _LABELS.get(record.levelno, record.levelname)
-        text = f"{self.prefix}{stamp}.{micros:06d} {label}: {record.getMessage()}"
-        if record.exc_info:
-            text += "\n" + self.formatException(record.exc_info)
-        return text
+from nsq_protocol.logfmt import NsqTextFormatter, level_number
 
 
 def make_logger(name: str, prefix: str, level: str, stream: TextIO | None = None) -> logging.Logger:
@@ -32,8 +14,8 @@ def make_logger(name: str, prefix: str, level: str, stream: TextIO | None = None
     logger = logging.getLogger(name)
     logger.handlers.clear()
     handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(NsqLogFormatter(prefix))
+    handler.setFormatter(NsqTextFormatter(prefix))
     logger.addHandler(handler)
-    logger.setLevel(LEVELS[level])
+    logger.setLevel(level_number(level))
     logger.propagate = False
     return logger

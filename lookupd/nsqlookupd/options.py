@@ -7,10 +7,9 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from nsq_protocol.flags import Duration
+from nsq_protocol.logfmt import LOG_LEVELS
 
 from .listen import split_host_port
-
-LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
 
 
 def _log_level(value: object) -> object:

@@ -1,6 +1,7 @@
 """Query strings read the way Go's ``url.ParseQuery`` reads them, so that the same URLs
-are accepted and refused as by Go's lookupd: ``+`` is a space, a ``%`` must start a
-two-digit hex escape, a ``;`` in a pair is an error, and the first value of a key wins.
+are accepted and refused as by Go's nsqd and nsqlookupd, whose HTTP APIs both use it:
+``+`` is a space, a ``%`` must start a two-digit hex escape, a ``;`` in a pair is an
+error, and the first value of a key wins.
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ _ESCAPE = re.compile(rb"%([0-9A-Fa-f]{2})")
 
 
 class QueryError(ValueError):
-    """The query string is malformed (lookupd answers 400 INVALID_REQUEST)."""
+    """The query string is malformed (NSQ's HTTP APIs answer 400 INVALID_REQUEST)."""
 
 
 def _unescape(text: str) -> str:
