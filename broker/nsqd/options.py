@@ -89,7 +89,7 @@ class NsqdOptions(BaseModel):
     e2e_processing_latency_window_time: Duration = Field(600.0, gt=0, description="calculate end to end latency quantiles for this duration of time")
     e2e_processing_latency_percentiles: list[float] = Field(
         default_factory=list, json_schema_extra=_flag("e2e-processing-latency-percentile"),
-        description="message processing time percentiles (as float (0, 1.0]) to track (can be specified multiple times)")
+        description="message processing time percentiles (as float (0, 1.0]) to track (can be specified multiple times or comma separated '1.0,0.99,0.95')")
 
     # compression
     deflate: bool = Field(True, description="enable deflate feature negotiation (client compression)")
@@ -139,6 +139,16 @@ class NsqdOptions(BaseModel):
             if required == "false":
                 data = {**data, "tls_required": "true"}
         return data
+
+    @field_validator("e2e_processing_latency_percentiles", mode="before")
+    @classmethod
+    def _split_percentiles(cls, value: object) -> object:
+        # like NSQ's flag, each value may be a comma-separated list: "1.0,0.99,0.95"
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list):
+            return value
+        return [part.strip() for item in items
+                for part in (item.split(",") if isinstance(item, str) else [item])]
 
     @field_validator("e2e_processing_latency_percentiles")
     @classmethod
