@@ -1,0 +1,245 @@
+"""The ``nsqd`` command: NSQ's flag names and defaults, Go's flag syntax, ``--config``
+TOML, one-line errors naming the flag, ``--version``, the listening lines with the real
+port when port 0 was asked for, and a prompt, clean stop on SIGTERM and SIGINT."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from nsqd.options import NsqdOptions
+from tests.servers import BIN, http, wait_for
+
+NSQD = str(BIN / "nsqd")
+
+# nsqd v1.3.0's flags (`nsqd -h`); deprecated ones are accepted but not listed here
+NSQ_FLAGS = [
+    "auth-http-address", "auth-http-request-method", "broadcast-address", "broadcast-http-port",
+    "broadcast-tcp-port", "data-path", "deflate", "e2e-processing-latency-percentile",
+    "e2e-processing-latency-window-time", "http-address", "http-client-connect-timeout",
+    "http-client-request-timeout", "https-address", "log-level", "log-prefix", "lookupd-tcp-address",
+    "max-body-size", "max-bytes-per-file", "max-channel-consumers", "max-deflate-level",
+    "max-heartbeat-interval", "max-msg-size", "max-msg-timeout", "max-output-buffer-size",
+    "max-output-buffer-timeout", "max-rdy-count", "max-req-timeout", "mem-queue-size",
+    "min-output-buffer-timeout", "msg-timeout", "node-id", "output-buffer-timeout",
+    "queue-scan-selection-count", "queue-scan-worker-pool-max", "snappy", "statsd-address",
+    "statsd-exclude-ephemeral", "statsd-interval", "statsd-mem-stats", "statsd-prefix",
+    "statsd-udp-packet-size", "sync-every", "sync-timeout", "tcp-address", "tls-cert",
+    "tls-client-auth-policy", "tls-key", "tls-min-version", "tls-required", "tls-root-ca-file",
+    "topology-region", "topology-zone",
+]
+
+# nsqd v1.3.0's defaults, by config-file name (durations in seconds)
+NSQ_DEFAULTS = {
+    "tcp_address": "0.0.0.0:4150", "http_address": "0.0.0.0:4151", "https_address": "0.0.0.0:4152",
+    "log_level": "info", "log_prefix": "[nsqd] ", "mem_queue_size": 10000,
+    "max_bytes_per_file": 104857600, "sync_every": 2500, "sync_timeout": 2.0,
+    "queue_scan_selection_count": 20, "queue_scan_worker_pool_max": 4,
+    "msg_timeout": 60.0, "max_msg_timeout": 900.0, "max_msg_size": 1048576,
+    "max_body_size": 5242880, "max_req_timeout": 3600.0, "max_heartbeat_interval": 60.0,
+    "max_rdy_count": 2500, "max_output_buffer_size": 65536, "max_output_buffer_timeout": 30.0,
+    "min_output_buffer_timeout": 0.025, "output_buffer_timeout": 0.25, "max_channel_consumers": 0,
+    "statsd_prefix": "nsq.%s", "statsd_interval": 60.0, "statsd_mem_stats": True,
+    "statsd_udp_packet_size": 508, "e2e_processing_latency_window_time": 600.0,
+    "e2e_processing_latency_percentiles": [], "deflate": True, "max_deflate_level": 6,
+    "snappy": True, "http_client_connect_timeout": 2.0, "http_client_request_timeout": 5.0,
+    "nsqlookupd_tcp_addresses": [], "auth_http_addresses": [], "broadcast_tcp_port": 0,
+    "broadcast_http_port": 0, "tls_cert": "", "tls_key": "", "tls_root_ca_file": "",
+    "tls_client_auth_policy": "", "statsd_address": "", "data_path": "",
+}
+
+
+def run(*args: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([NSQD, *args], capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+@dataclass
+class Running:
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    tcp: str
+    http_port: int
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def config(self, opt: str) -> object:
+        status, body = http("GET", f"http://127.0.0.1:{self.http_port}/config/{opt}")
+        assert status == 200, (opt, status, body)
+        return json.loads(body)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10) -> tuple[int, float]:
+        started = time.monotonic()
+        os.killpg(self.proc.pid, sig)
+        code = self.proc.wait(timeout)
+        return code, time.monotonic() - started
+
+
+@pytest.fixture
+def start(tmp_path: Path) -> Iterator:
+    """``start(*flags)``: nsqd on 127.0.0.1 port 0 (TCP and HTTP); the ports come from its log."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def launch(*flags: str) -> Running:
+        log_path = tmp_path / f"nsqd-{len(started)}.log"
+        argv = [NSQD, "--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0",
+                "--broadcast-address=127.0.0.1", f"--data-path={tmp_path / f'data{len(started)}'}", *flags]
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    cwd=tmp_path, start_new_session=True)
+        started.append(proc)
+
+        def listening() -> tuple[str, str] | None:
+            if proc.poll() is not None:
+                raise RuntimeError(f"nsqd exited with {proc.returncode}:\n{log_path.read_text()}")
+            text = log_path.read_text(errors="replace")
+            tcp = re.search(r"TCP: listening on (\S+)", text)
+            web = re.search(r"HTTP: listening on (\S+)", text)
+            return (tcp.group(1), web.group(1)) if tcp and web else None
+
+        tcp, web = wait_for(listening, 20, message="nsqd logs both listening lines")
+        running = Running(proc, log_path, tcp, int(web.rsplit(":", 1)[1]))
+        wait_for(lambda: http("GET", f"http://127.0.0.1:{running.http_port}/ping", timeout=1)[0] == 200)
+        return running
+
+    yield launch
+    for proc in started:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+# -- without a server --------------------------------------------------------------------
+@pytest.mark.parametrize("flag", ["--version", "-version"])
+def test_version(flag: str) -> None:
+    result = run(flag)
+    assert result.returncode == 0
+    assert re.fullmatch(r"nsqd v1\.3\.0 \(.+\)\n", result.stdout), result.stdout
+
+
+def test_help_lists_every_nsq_flag() -> None:
+    result = run("-h")
+    assert result.returncode == 0
+    listed = set(re.findall(r"^  -([a-z0-9-]+)", result.stdout + result.stderr, re.M))
+    assert set(NSQ_FLAGS) <= listed, sorted(set(NSQ_FLAGS) - listed)
+    assert "(default 10000)" in result.stderr + result.stdout
+
+
+def test_model_defaults_are_nsqs() -> None:
+    options = NsqdOptions()
+    assert {k: getattr(options, k) for k in NSQ_DEFAULTS} == NSQ_DEFAULTS
+    assert 0 <= options.node_id < 1024
+
+
+@pytest.mark.parametrize("args,named", [
+    (["--mem-queue-size=abc"], "mem-queue-size"),
+    (["-msg-timeout", "5parsecs"], "msg-timeout"),
+    (["--max-deflate-level=12"], "max-deflate-level"),
+    (["--deflate=maybe"], "deflate"),
+    (["--log-level=loud"], "log-level"),
+    (["--no-such-flag"], "no-such-flag"),
+    (["--mem-queue-size"], "mem-queue-size"),
+    (["--tls-required=sometimes"], "tls-required"),
+])
+def test_bad_flags_exit_non_zero_with_one_line_naming_the_flag(args: list[str], named: str) -> None:
+    result = run(*args)
+    assert result.returncode != 0
+    lines = (result.stdout + result.stderr).strip().splitlines()
+    assert len(lines) == 1, lines
+    assert f"-{named}" in lines[0], lines[0]
+
+
+def test_bad_config_file_values_exit_non_zero_naming_the_option(tmp_path: Path) -> None:
+    config = tmp_path / "nsqd.toml"
+    config.write_text('mem_queue_size = "lots"\n')
+    result = run(f"--config={config}")
+    assert result.returncode != 0
+    (line,) = (result.stdout + result.stderr).strip().splitlines()
+    assert "mem-queue-size" in line or "mem_queue_size" in line
+
+    result = run(f"--config={tmp_path / 'missing.toml'}")
+    assert result.returncode != 0
+    assert "missing.toml" in result.stdout + result.stderr
+
+    config.write_text("this is = not [toml\n")
+    result = run("-config", str(config))
+    assert result.returncode != 0 and str(config) in result.stdout + result.stderr
+
+
+# -- with a server -----------------------------------------------------------------------
+def test_go_flag_syntax_and_port_zero(start) -> None:  # type: ignore[no-untyped-def]
+    nsqd = start(
+        "-mem-queue-size", "77",                                # single dash, separate value
+        "--max-rdy-count=9", "--max-rdy-count", "10",           # the last one wins
+        "--lookupd-tcp-address=127.0.0.1:1", "-lookupd-tcp-address", "127.0.0.1:2",  # accumulates
+        "--snappy=false", "-deflate=f",                         # Go's boolean spellings
+        "--statsd-mem-stats=false", "--statsd-mem-stats",       # a bare boolean is true
+        "--verbose",                                            # deprecated, accepted
+        "--msg-timeout=1m30s", "--max-req-timeout", "1.5h",
+        "--e2e-processing-latency-percentile=1.0,0.99", "--e2e-processing-latency-percentile=0.5",
+    )
+    host, port = nsqd.tcp.rsplit(":", 1)
+    assert host == "127.0.0.1" and int(port) > 0
+    status, body = http("GET", f"http://127.0.0.1:{nsqd.http_port}/info")
+    assert status == 200 and json.loads(body)["tcp_port"] == int(port)
+    assert nsqd.config("mem_queue_size") == 77
+    assert nsqd.config("max_rdy_count") == 10
+    assert nsqd.config("nsqlookupd_tcp_addresses") == ["127.0.0.1:1", "127.0.0.1:2"]
+    assert nsqd.config("snappy") is False and nsqd.config("deflate") is False
+    assert nsqd.config("statsd_mem_stats") is True
+    assert nsqd.config("msg_timeout") == 90 * 10**9
+    assert nsqd.config("max_req_timeout") == 5400 * 10**9
+    assert sorted(nsqd.config("e2e_processing_latency_percentiles")) == [0.5, 0.99, 1.0]  # type: ignore[arg-type]
+    code, took = nsqd.stop(signal.SIGTERM)
+    assert code == 0 and took < 5, (code, took)
+
+
+def test_config_file_sits_between_defaults_and_flags(start, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    config = tmp_path / "nsqd.toml"
+    config.write_text(
+        "mem_queue_size = 55\n"
+        "max_rdy_count = 7\n"
+        'msg_timeout = "45s"\n'
+        "max_req_timeout = 120000\n"          # a bare integer is milliseconds
+        'nsqlookupd_tcp_addresses = ["127.0.0.1:3"]\n'
+        'log_level = "warn"\n'
+        "no_such_option = 1\n"                # unknown keys do not stop nsqd
+    )
+    nsqd = start(f"--config={config}", "--max-rdy-count=8", "--log-level=info")
+    assert nsqd.config("mem_queue_size") == 55           # config over default
+    assert nsqd.config("max_rdy_count") == 8             # flag over config
+    assert nsqd.config("msg_timeout") == 45 * 10**9
+    assert nsqd.config("max_req_timeout") == 120 * 10**9
+    assert nsqd.config("nsqlookupd_tcp_addresses") == ["127.0.0.1:3"]
+    assert nsqd.config("max_msg_size") == 1048576        # untouched default
+    code, took = nsqd.stop(signal.SIGINT)
+    assert code == 0 and took < 5, (code, took)
+
+
+def test_sigint_and_sigterm_stop_a_busy_nsqd_cleanly(start) -> None:  # type: ignore[no-untyped-def]
+    from tests.broker.wire import WireConn
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        nsqd = start("--mem-queue-size=10")
+        conn = WireConn(nsqd.tcp)
+        conn.mpub("busy", [b"m%d" % i for i in range(200)])
+        conn.expect_ok()
+        conn.sub("busy", "ch")
+        conn.expect_ok()
+        conn.rdy(5)
+        conn.read_messages(5)
+        code, took = nsqd.stop(sig)
+        assert code == 0 and took < 5, (sig, code, took)
+        assert conn.closed_within(2)
+        conn.close()
+        assert "Traceback" not in nsqd.log()
+
