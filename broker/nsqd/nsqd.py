@@ -19,7 +19,7 @@ from nsq_protocol.errors import ProtocolError
 from nsq_protocol.identify import ServerLimits
 from nsq_protocol.names import is_ephemeral
 
-from . import __version__, metadata
+from . import __version__, metadata, statsd
 from .auth import AuthClient, AuthError
 from .backend import Backend, DiscardingBackend
 from .channel import Channel
@@ -364,6 +364,8 @@ class NSQD:
         await self.lookup.start()
         self._tasks.append(loop.create_task(self.scanner.run()))
         self._tasks.append(loop.create_task(self._sync_loop()))
+        if self.options.statsd_address:
+            self._tasks.append(loop.create_task(statsd.pusher_for(self).run()))
 
     async def _sync_loop(self) -> None:
         tick = min(1.0, max(0.05, self.options.sync_timeout / 4))
