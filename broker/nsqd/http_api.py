@@ -13,7 +13,10 @@ from nsq_protocol.errors import ProtocolError
 from nsq_protocol.flags import is_duration_field
 from nsq_protocol.names import is_valid_channel_name, is_valid_topic_name
 
+from . import metrics as metrics_module
 from . import stats as stats_module
+from .diskqueue import DiskQueueError
+from .group_commit import SyncError
 from .options import LOG_LEVELS, NsqdOptions
 
 if TYPE_CHECKING:
@@ -93,6 +96,7 @@ class HttpApi:
         r.add_post("/pub", self.pub)
         r.add_post("/mpub", self.mpub)
         r.add_get("/stats", self.stats, allow_head=False)
+        r.add_get("/metrics", self.metrics, allow_head=False)
         for action in ("create", "delete", "empty", "pause", "unpause"):
             r.add_post(f"/topic/{action}", getattr(self, f"topic_{action}"))
             r.add_post(f"/channel/{action}", getattr(self, f"channel_{action}"))
@@ -152,7 +156,7 @@ class HttpApi:
         topic = self.nsqd.get_topic(topic_name)
         msg = self.nsqd.new_message(body)
         msg.defer = defer
-        topic.put(msg)
+        await self._put_durably(lambda: topic.put(msg))
         return _text("OK")
 
     async def mpub(self, request: web.Request) -> web.Response:
@@ -176,8 +180,20 @@ class HttpApi:
             bodies = [line for line in body.split(b"\n") if line]
             if any(len(b) > opts.max_msg_size for b in bodies):
                 raise HttpError(413, "MSG_TOO_BIG")
-        topic.put_many([self.nsqd.new_message(b) for b in bodies])
+        msgs = [self.nsqd.new_message(b) for b in bodies]
+        await self._put_durably(lambda: topic.put_many(msgs))
         return _text("OK")
+
+    async def _put_durably(self, put: Callable[[], None]) -> None:
+        """Put, and in durable mode wait until the messages are fsynced."""
+        try:
+            put()
+            synced = self.nsqd.durable_barrier()
+            if synced is not None:
+                await synced
+        except (DiskQueueError, SyncError) as e:
+            log.error("HTTP: publish failed: %s", e)
+            raise HttpError(500, "INTERNAL_ERROR") from None
 
     # -- stats ----------------------------------------------------------------
     async def stats(self, request: web.Request) -> web.Response:
@@ -190,6 +206,12 @@ class HttpApi:
         if q.get("format") == "json":
             return _json(doc)
         return _text(stats_module.render_text(doc, time.time() - self.nsqd.start_time))
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        """Beyond NSQ: the same numbers for Prometheus."""
+        doc = stats_module.collect(self.nsqd, include_clients=False, include_mem=True)
+        body = metrics_module.render(doc, clients=len(self.nsqd.clients))
+        return web.Response(body=body.encode(), headers={"Content-Type": metrics_module.CONTENT_TYPE})
 
     # -- topics ---------------------------------------------------------------
     def _existing_topic_name(self, request: web.Request, validate: bool) -> str:
