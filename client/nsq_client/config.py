@@ -19,6 +19,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    ValidationError,
     ValidationInfo,
     model_validator,
 )
@@ -69,6 +70,7 @@ def _short_hostname() -> str:
 
 
 MINUTE = 60.0
+_UNSET = object()
 
 
 class Config(BaseModel):
@@ -131,6 +133,16 @@ class Config(BaseModel):
     snappy: bool = False
 
     auth_secret: str = ""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # pydantic keeps an assigned value even when a model-level check then refuses it
+        previous = self.__dict__.get(name, _UNSET)
+        try:
+            super().__setattr__(name, value)
+        except ValidationError:
+            if previous is not _UNSET:
+                self.__dict__[name] = previous
+            raise
 
     @model_validator(mode="after")
     def _consistent(self) -> "Config":

@@ -183,10 +183,11 @@ class Connection:
     async def _read_loop(self) -> None:
         reason: BaseException | None = None
         try:
-            while True:
-                while (frame := self._frames.next_frame()) is not None:
+            while not self._closed.is_set():
+                while not self._closed.is_set() and (frame := self._frames.next_frame()) is not None:
                     self._dispatch(frame)
-                await self._read_chunk()
+                if not self._closed.is_set():
+                    await self._read_chunk()
         except TimeoutError:
             reason = ConnectionClosedError(f"{self.address}: nothing read for {self.config.read_timeout}s")
         except asyncio.CancelledError:
@@ -221,12 +222,15 @@ class Connection:
         else:
             error = ServerError(frame.error_code, frame.data.decode("utf-8", "replace"))
             # FIN/REQ/TOUCH failures answer no pending command and leave the connection open
-            if error.code not in NON_FATAL_CODES and self._pending:
+            fatal = error.code not in NON_FATAL_CODES
+            if fatal and self._pending:
                 fut = self._pending.popleft()
                 if not fut.done():
                     fut.set_exception(error)
             else:
                 self.delegate.on_server_error(self, error)
+            if fatal:  # nsqd closes the connection after these: nothing more may be sent on it
+                self._finalize(error)
 
     # -- writing ------------------------------------------------------------------
     def _write(self, data: bytes) -> None:
