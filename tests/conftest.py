@@ -21,19 +21,25 @@ class Servers:
         self._n += 1
         return self.root / f"{kind}{self._n}"
 
-    def nsqd(self, start: bool = True, **flags: object) -> Nsqd:
-        server = Nsqd(self._dir("nsqd"), {k.replace("_", "-"): v for k, v in flags.items()})
+    def nsqd(self, start: bool = True, tcp_port: int | None = None, http_port: int | None = None,
+             **flags: object) -> Nsqd:
+        server = Nsqd(self._dir("nsqd"), _flags(flags), tcp_port=tcp_port, http_port=http_port)
         self.started.append(server)
         return server.start() if start else server  # type: ignore[return-value]
 
-    def lookupd(self, start: bool = True, **flags: object) -> Nsqlookupd:
-        server = Nsqlookupd(self._dir("lookupd"), {k.replace("_", "-"): v for k, v in flags.items()})
+    def lookupd(self, start: bool = True, tcp_port: int | None = None, http_port: int | None = None,
+                **flags: object) -> Nsqlookupd:
+        server = Nsqlookupd(self._dir("lookupd"), _flags(flags), tcp_port=tcp_port, http_port=http_port)
         self.started.append(server)
         return server.start() if start else server  # type: ignore[return-value]
 
     def close(self) -> None:
         for server in sorted(self.started, key=lambda s: s.program != "nsqd"):
             server.stop()
+
+
+def _flags(flags: dict[str, object]) -> dict[str, object]:
+    return {k.replace("_", "-"): v for k, v in flags.items()}
 
 
 @pytest.fixture

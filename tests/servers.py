@@ -1,9 +1,17 @@
 """Real nsqd / nsqlookupd processes for tests: free 127.0.0.1 ports, a private data
-directory, readiness by /ping, and a stop that always ends the process."""
+directory, readiness by /ping, and a stop that always ends the process.
+
+Ports: by default a free port is picked before start. Pass ``tcp_port=0, http_port=0``
+to let the server bind any port itself (no window in which another process can take
+it); the real ports are then read from its ``TCP: listening on`` / ``HTTP: listening
+on`` log lines, so do not combine that with a log level above info. Either way a
+``restart()`` comes back on the same ports.
+"""
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -11,6 +19,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -42,25 +51,47 @@ def wait_for(predicate: Callable[[], T], timeout: float = 10.0, interval: float 
         time.sleep(interval)
 
 
-def http(method: str, url: str, body: bytes | None = None, timeout: float = 10.0) -> tuple[int, bytes]:
-    req = urllib.request.Request(url, data=body if body is not None else (b"" if method in ("POST", "PUT") else None),
-                                 method=method)
+@dataclass
+class HttpAnswer:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def request(method: str, url: str, body: bytes | None = None, headers: dict[str, str] | None = None,
+            timeout: float = 10.0) -> HttpAnswer:
+    """One HTTP request; error statuses are answers too, not exceptions."""
+    data = body if body is not None else (b"" if method in ("POST", "PUT") else None)
+    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status, resp.read()
+            return HttpAnswer(resp.status, dict(resp.headers), resp.read())
     except urllib.error.HTTPError as e:
-        return e.code, e.read()
+        return HttpAnswer(e.code, dict(e.headers or {}), e.read())
+
+
+def http(method: str, url: str, body: bytes | None = None, timeout: float = 10.0) -> tuple[int, bytes]:
+    answer = request(method, url, body, timeout=timeout)
+    return answer.status, answer.body
+
+
+_LISTENING = re.compile(rb"\b(TCP|HTTP): listening on (\S+):(\d+)")
 
 
 class ServerProcess:
     program = ""
 
-    def __init__(self, workdir: Path, flags: dict[str, Any] | None = None, host: str = HOST) -> None:
+    def __init__(self, workdir: Path, flags: dict[str, Any] | None = None, host: str = HOST,
+                 tcp_port: int | None = None, http_port: int | None = None) -> None:
+        """``tcp_port``/``http_port``: None picks a free one now, 0 lets the server choose."""
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.host = host
-        self.tcp_port = free_port(host)
-        self.http_port = free_port(host)
+        self.tcp_port = free_port(host) if tcp_port is None else tcp_port
+        self.http_port = free_port(host) if http_port is None else http_port
         self.flags = dict(flags or {})
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = self.workdir / f"{self.program}.log"
@@ -85,6 +116,8 @@ class ServerProcess:
         return f"http://{self.host}:{self.http_port}{path}"
 
     def start(self, timeout: float = 20.0) -> "ServerProcess":
+        assert self.proc is None, f"{self.program} is already running"
+        log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.argv(), stdout=log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, cwd=self.workdir, start_new_session=True)
@@ -94,10 +127,32 @@ class ServerProcess:
             assert self.proc is not None
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.program} exited with {self.proc.returncode}:\n{self.log()}")
+            if 0 in (self.tcp_port, self.http_port) and not self._read_listening_ports(log_offset):
+                return False
             status, body = http("GET", self.url("/ping"), timeout=1)
             return status == 200
-        wait_for(ready, timeout, message=f"{self.program} answers /ping")
+        try:
+            wait_for(ready, timeout, message=f"{self.program} answers /ping")
+        except BaseException:
+            self.kill()
+            raise
         return self
+
+    def _read_listening_ports(self, log_offset: int) -> bool:
+        """Take the ports this start bound from its log lines; False until both are there."""
+        with open(self.log_path, "rb") as f:
+            f.seek(log_offset)
+            found = {m.group(1): int(m.group(3)) for m in _LISTENING.finditer(f.read())}
+        if len(found) < 2:
+            return False
+        self.tcp_port, self.http_port = found[b"TCP"], found[b"HTTP"]
+        return True
+
+    def restart(self, timeout: float = 20.0) -> "ServerProcess":
+        """A clean stop (exit code 0), then a start on the same ports."""
+        code = self.stop()
+        assert code == 0, f"{self.program} exited with {code} on SIGTERM:\n{self.log()}"
+        return self.start(timeout)
 
     def log(self) -> str:
         try:
@@ -109,11 +164,12 @@ class ServerProcess:
         if self.proc is not None and self.proc.poll() is None:
             os.killpg(self.proc.pid, sig)
 
-    def stop(self, timeout: float = 20.0) -> int | None:
-        """SIGTERM, then SIGKILL after ``timeout``; returns the exit code."""
+    def stop(self, timeout: float = 20.0, sig: int | None = None) -> int | None:
+        """``sig`` (SIGTERM by default), then SIGKILL after ``timeout``; returns the exit
+        code (negative when a signal ended it)."""
         if self.proc is None:
             return None
-        self.signal(signal.SIGTERM)
+        self.signal(signal.SIGTERM if sig is None else sig)
         try:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -128,6 +184,12 @@ class ServerProcess:
             self.signal(signal.SIGKILL)
             self.proc.wait(10)
             self.proc = None
+
+    def get(self, path: str, headers: dict[str, str] | None = None) -> HttpAnswer:
+        return request("GET", self.url(path), headers=headers)
+
+    def post(self, path: str, body: bytes | None = None) -> HttpAnswer:
+        return request("POST", self.url(path), body)
 
     def get_json(self, path: str) -> Any:
         status, body = http("GET", self.url(path))
@@ -158,3 +220,11 @@ class Nsqd(ServerProcess):
 
 class Nsqlookupd(ServerProcess):
     program = "nsqlookupd"
+
+    def producers(self, topic: str) -> list[dict]:
+        """/lookup's producers for ``topic``; none when lookupd does not know the topic."""
+        answer = self.get(f"/lookup?topic={topic}")
+        return answer.json()["producers"] if answer.status == 200 else []
+
+    def producer_tcp_ports(self, topic: str) -> set[int]:
+        return {p["tcp_port"] for p in self.producers(topic)}

@@ -3,15 +3,14 @@ nsqlookupd processes, observed through their HTTP API."""
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
-from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, TypeVar
 
 import pytest
 
 from nsqd.lookup import LookupdPeers
-from tests.lookupd.lookupd_process import HOST, ServerProcess, free_port
+from tests.conftest import Servers
+from tests.servers import HOST, Nsqlookupd, free_port
 
 T = TypeVar("T")
 pytestmark = pytest.mark.timeout(60)
@@ -21,18 +20,11 @@ IDENTITY = {"broadcast_address": HOST, "hostname": "test-nsqd", "tcp_port": 2415
 
 
 @pytest.fixture
-def start_lookupd(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
-    started: list[ServerProcess] = []
-    numbers = itertools.count()
-
-    def start(*flags: str, **ports: int) -> ServerProcess:
-        server = ServerProcess(tmp_path / f"nsqlookupd-{next(numbers)}.log", *flags, **ports)
-        started.append(server)
-        return server.start()
-
-    yield start
-    for server in started:
-        server.stop()
+def start_lookupd(servers: Servers) -> Callable[..., Nsqlookupd]:
+    """Real nsqlookupds on ports they choose (or the ones given), stopped after the test."""
+    def start(tcp_port: int = 0, http_port: int = 0, **flags: object) -> Nsqlookupd:
+        return servers.lookupd(tcp_port=tcp_port, http_port=http_port, **flags)
+    return start
 
 
 class NsqdState:
@@ -61,21 +53,16 @@ async def eventually(check: Callable[[], T], timeout: float = 10.0, message: str
         await asyncio.sleep(0.05)
 
 
-def producers(lookupd: ServerProcess, topic: str) -> list[dict[str, Any]]:
-    r = lookupd.get(f"/lookup?topic={topic}")
-    return r.json()["producers"] if r.status == 200 else []
+def registered(lookupd: Nsqlookupd, topic: str) -> bool:
+    return IDENTITY["tcp_port"] in lookupd.producer_tcp_ports(topic)
 
 
-def registered(lookupd: ServerProcess, topic: str) -> bool:
-    return any(p["tcp_port"] == IDENTITY["tcp_port"] for p in producers(lookupd, topic))
-
-
-def our_node(lookupd: ServerProcess) -> dict[str, Any] | None:
+def our_node(lookupd: Nsqlookupd) -> dict[str, Any] | None:
     return next((n for n in lookupd.get("/nodes").json()["producers"] if n["tcp_port"] == IDENTITY["tcp_port"]),
                 None)
 
 
-def channels(lookupd: ServerProcess, topic: str) -> list[str]:
+def channels(lookupd: Nsqlookupd, topic: str) -> list[str]:
     return lookupd.get(f"/channels?topic={topic}").json()["channels"]
 
 
@@ -135,7 +122,7 @@ async def test_a_restarted_lookupd_gets_every_registration_back(start_lookupd) -
         await peers.close()
 
 
-async def test_a_lookupd_that_starts_later_is_reached(start_lookupd, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_a_lookupd_that_starts_later_is_reached(start_lookupd) -> None:  # type: ignore[no-untyped-def]
     tcp_port, http_port = free_port(), free_port()
     state = NsqdState({"early": []})
     peers = LookupdPeers(identity=IDENTITY, registrations=state.registrations,
@@ -168,7 +155,7 @@ async def test_set_addresses_connects_new_and_drops_removed(start_lookupd) -> No
 
 
 async def test_pings_keep_the_producer_active(start_lookupd) -> None:  # type: ignore[no-untyped-def]
-    lookupd = start_lookupd("--inactive-producer-timeout=1s")
+    lookupd = start_lookupd(inactive_producer_timeout="1s")
     state = NsqdState({"t": []})
     peers = LookupdPeers(identity=IDENTITY, registrations=state.registrations, addresses=[lookupd.tcp_address],
                          ping_interval=0.2)

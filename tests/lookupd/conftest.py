@@ -1,38 +1,32 @@
-"""Fixtures that run our nsqlookupd as a subprocess on 127.0.0.1 (helpers in lookupd_process)."""
+"""Fixtures that run our nsqlookupd as a real process on 127.0.0.1 (harness: tests/servers.py).
+
+Every lookupd here binds port 0 and the harness reads the real ports from its log, so
+no port can be taken between choosing it and binding it."""
 from __future__ import annotations
 
-import itertools
 import uuid
-from pathlib import Path
-from typing import Iterator
+from typing import Callable
 
 import pytest
 
-from tests.lookupd.lookupd_process import ServerProcess, StartLookupd
+from tests.conftest import Servers
+from tests.servers import Nsqlookupd
+
+StartLookupd = Callable[..., Nsqlookupd]  # flags as keywords: inactive_producer_timeout="1s"
 
 
 @pytest.fixture
-def start_lookupd(tmp_path: Path) -> Iterator[StartLookupd]:
+def start_lookupd(servers: Servers) -> StartLookupd:
     """Starts nsqlookupd processes with extra flags; every one is stopped after the test."""
-    started: list[ServerProcess] = []
-    numbers = itertools.count()
-
-    def start(*flags: str, **ports: int) -> ServerProcess:
-        server = ServerProcess(tmp_path / f"nsqlookupd-{next(numbers)}.log", *flags, **ports)
-        started.append(server)
-        return server.start()
-
-    yield start
-    for server in started:
-        server.stop()
+    def start(**flags: object) -> Nsqlookupd:
+        return servers.lookupd(tcp_port=0, http_port=0, **flags)
+    return start
 
 
 @pytest.fixture(scope="module")
-def lookupd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def lookupd(module_servers: Servers) -> Nsqlookupd:
     """One nsqlookupd with default flags, shared by a module's tests (use unique topics)."""
-    server = ServerProcess(tmp_path_factory.mktemp("lookupd") / "nsqlookupd.log").start()
-    yield server
-    server.stop()
+    return module_servers.lookupd(tcp_port=0, http_port=0)
 
 
 @pytest.fixture

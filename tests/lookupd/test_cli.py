@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.lookupd.lookupd_process import HOST, ServerProcess, StartLookupd, fake_nsqd, nsqlookupd_command
+from tests.lookupd.conftest import StartLookupd
+from tests.lookupd.v1_peer import V1Peer, fake_nsqd
+from tests.servers import BIN, HOST, Nsqlookupd
 
 
 def run(*args: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*nsqlookupd_command(), *args], capture_output=True, text=True, timeout=timeout,
+    return subprocess.run([str(BIN / "nsqlookupd"), *args], capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL)
 
 
@@ -64,8 +66,8 @@ def test_config_file_sits_between_defaults_and_flags(start_lookupd: StartLookupd
     config = tmp_path / "nsqlookupd.cfg"
     config.write_text('log_prefix = "[from-config] "\nlog_level = "debug"\n'
                       'broadcast_address = "config.example"\nunknown_key = 1\n')
-    lookupd = start_lookupd(f"--config={config}", "--verbose")  # the helper's --broadcast-address wins
-    with lookupd.peer() as peer:
+    lookupd = start_lookupd(config=config, verbose=True)  # the helper's --broadcast-address wins
+    with V1Peer.to(lookupd) as peer:
         assert json.loads(peer.identify(fake_nsqd(4150)))["broadcast_address"] == HOST
     lookupd.get("/ping")
     assert lookupd.stop() == 0
@@ -96,15 +98,15 @@ def test_an_address_in_use_exits_1(tmp_path: Path) -> None:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_stops_it_promptly_with_exit_0_even_with_clients_connected(
         start_lookupd: StartLookupd, sig: int) -> None:
-    lookupd: ServerProcess = start_lookupd()
-    peer = lookupd.peer()
+    lookupd: Nsqlookupd = start_lookupd()
+    peer = V1Peer.to(lookupd)
     peer.identify(fake_nsqd(4150))
     http = socket.create_connection((HOST, lookupd.http_port))
     http.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")  # then stays open (keep-alive)
     http.recv(1024)
     try:
         started = time.monotonic()
-        assert lookupd.stop(sig, timeout=5) == 0
+        assert lookupd.stop(timeout=5, sig=sig) == 0
         assert time.monotonic() - started < 3
         assert peer.is_closed_by_server(timeout=1)
     finally:

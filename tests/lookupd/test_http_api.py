@@ -5,15 +5,16 @@ import socket
 
 import pytest
 
-from tests.lookupd.lookupd_process import HOST, ServerProcess, V1Peer, fake_nsqd, http_request
+from tests.lookupd.v1_peer import V1Peer, fake_nsqd
+from tests.servers import HOST, Nsqlookupd, request
 
 NSQ_ACCEPT = {"Accept": "application/vnd.nsq; version=1.0"}
 
 
 @pytest.fixture
-def registered(lookupd: ServerProcess, topic: str):  # type: ignore[no-untyped-def]
+def registered(lookupd: Nsqlookupd, topic: str):  # type: ignore[no-untyped-def]
     """A fake nsqd (tcp_port 24150) that produces ``topic`` with channel ``ch``, and ``<topic>-other``."""
-    peer = lookupd.peer()
+    peer = V1Peer.to(lookupd)
     info = fake_nsqd(24150 + hash(topic) % 1000)
     peer.identify(info)
     assert peer.command(f"REGISTER {topic} ch\n".encode()) == b"OK"
@@ -22,13 +23,13 @@ def registered(lookupd: ServerProcess, topic: str):  # type: ignore[no-untyped-d
     peer.close()
 
 
-def test_ping_is_plain_text_ok(lookupd: ServerProcess) -> None:
+def test_ping_is_plain_text_ok(lookupd: Nsqlookupd) -> None:
     r = lookupd.get("/ping")
     assert (r.status, r.body) == (200, b"OK")
     assert r.headers["Content-Type"] == "text/plain; charset=utf-8"
 
 
-def test_info_is_the_version(lookupd: ServerProcess) -> None:
+def test_info_is_the_version(lookupd: Nsqlookupd) -> None:
     r = lookupd.get("/info")
     assert r.status == 200 and r.json() == {"version": "1.3.0"}
     assert r.headers["Content-Type"] == "application/json; charset=utf-8"
@@ -57,15 +58,15 @@ def test_info_is_the_version(lookupd: ServerProcess) -> None:
     ("POST", "/topic/tombstone?node=1.2.3.4:1", 400, "MISSING_ARG_TOPIC"),
     ("POST", "/topic/tombstone?topic=t", 400, "MISSING_ARG_NODE"),
 ])
-def test_errors_are_json_messages_with_nsqs_codes(lookupd: ServerProcess, method: str, path: str,
+def test_errors_are_json_messages_with_nsqs_codes(lookupd: Nsqlookupd, method: str, path: str,
                                                   status: int, code: str) -> None:
-    r = http_request(method, lookupd.url(path))
+    r = request(method, lookupd.url(path))
     assert (r.status, r.json()) == (status, {"message": code})
     assert r.headers["Content-Type"] == "application/json; charset=utf-8"
 
 
 def test_lookup_shape_and_the_nsq_accept_header_gets_the_same_json(
-        lookupd: ServerProcess, topic: str, registered) -> None:  # type: ignore[no-untyped-def]
+        lookupd: Nsqlookupd, topic: str, registered) -> None:  # type: ignore[no-untyped-def]
     peer, info = registered
     plain = lookupd.get(f"/lookup?topic={topic}")
     negotiated = lookupd.get(f"/lookup?topic={topic}", headers=NSQ_ACCEPT)
@@ -77,7 +78,7 @@ def test_lookup_shape_and_the_nsq_accept_header_gets_the_same_json(
         "tcp_port": info["tcp_port"], "http_port": info["http_port"], "version": "1.3.0"}]}
 
 
-def test_topics_and_channels(lookupd: ServerProcess, topic: str, registered) -> None:  # type: ignore[no-untyped-def]
+def test_topics_and_channels(lookupd: Nsqlookupd, topic: str, registered) -> None:  # type: ignore[no-untyped-def]
     topics = lookupd.get("/topics").json()["topics"]
     assert {topic, f"{topic}-other"} <= set(topics)
     assert lookupd.get(f"/channels?topic={topic}").json() == {"channels": ["ch"]}
@@ -85,7 +86,7 @@ def test_topics_and_channels(lookupd: ServerProcess, topic: str, registered) -> 
 
 
 def test_nodes_lists_each_peer_with_topics_and_tombstones(
-        lookupd: ServerProcess, topic: str, registered) -> None:  # type: ignore[no-untyped-def]
+        lookupd: Nsqlookupd, topic: str, registered) -> None:  # type: ignore[no-untyped-def]
     peer, info = registered
     node_name = f"{HOST}:{info['http_port']}"
     assert lookupd.post(f"/topic/tombstone?topic={topic}&node={node_name}").status == 200
@@ -97,21 +98,21 @@ def test_nodes_lists_each_peer_with_topics_and_tombstones(
 
 
 def test_tombstone_hides_the_node_for_that_topic_only(
-        lookupd: ServerProcess, topic: str, registered) -> None:  # type: ignore[no-untyped-def]
+        lookupd: Nsqlookupd, topic: str, registered) -> None:  # type: ignore[no-untyped-def]
     _, info = registered
-    other_peer = lookupd.peer()
+    other_peer = V1Peer.to(lookupd)
     other = fake_nsqd(info["tcp_port"] + 2000)
     other_peer.identify(other)
     other_peer.command(f"REGISTER {topic}\n".encode())
     with other_peer:
         r = lookupd.post(f"/topic/tombstone?topic={topic}&node={HOST}:{info['http_port']}")
         assert (r.status, r.body) == (200, b"")
-        assert lookupd.lookup_tcp_ports(topic) == {other["tcp_port"]}
-        assert lookupd.lookup_tcp_ports(f"{topic}-other") == {info["tcp_port"]}
+        assert lookupd.producer_tcp_ports(topic) == {other["tcp_port"]}
+        assert lookupd.producer_tcp_ports(f"{topic}-other") == {info["tcp_port"]}
         assert lookupd.post(f"/topic/tombstone?topic={topic}&node=10.9.9.9:1").status == 200
 
 
-def test_topic_create_and_delete(lookupd: ServerProcess, topic: str) -> None:
+def test_topic_create_and_delete(lookupd: Nsqlookupd, topic: str) -> None:
     r = lookupd.post(f"/topic/create?topic={topic}")
     assert (r.status, r.body) == (200, b"")
     assert topic in lookupd.get("/topics").json()["topics"]
@@ -122,7 +123,7 @@ def test_topic_create_and_delete(lookupd: ServerProcess, topic: str) -> None:
 
 
 def test_channel_create_implies_the_topic_and_topic_delete_takes_its_channels(
-        lookupd: ServerProcess, topic: str) -> None:
+        lookupd: Nsqlookupd, topic: str) -> None:
     assert lookupd.post(f"/channel/create?topic={topic}&channel=b").status == 200
     assert lookupd.post(f"/channel/create?topic={topic}&channel=a").status == 200
     assert lookupd.get(f"/lookup?topic={topic}").json() == {"channels": ["a", "b"], "producers": []}
@@ -132,18 +133,18 @@ def test_channel_create_implies_the_topic_and_topic_delete_takes_its_channels(
     assert lookupd.get(f"/channels?topic={topic}").json() == {"channels": []}
 
 
-def test_query_values_are_unescaped_like_go(lookupd: ServerProcess, topic: str) -> None:
+def test_query_values_are_unescaped_like_go(lookupd: Nsqlookupd, topic: str) -> None:
     escaped = topic.replace("-", "%2D")
     assert lookupd.post(f"/topic/create?topic={escaped}").status == 200
     assert topic in lookupd.get("/topics").json()["topics"]
 
 
-def test_options_lists_the_allowed_methods(lookupd: ServerProcess) -> None:
-    r = http_request("OPTIONS", lookupd.url("/topic/create"))
+def test_options_lists_the_allowed_methods(lookupd: Nsqlookupd) -> None:
+    r = request("OPTIONS", lookupd.url("/topic/create"))
     assert r.status == 200 and r.headers["Allow"] == "OPTIONS, POST"
 
 
-def test_debug_dumps_registrations(lookupd: ServerProcess, topic: str, registered) -> None:  # type: ignore[no-untyped-def]
+def test_debug_dumps_registrations(lookupd: Nsqlookupd, topic: str, registered) -> None:  # type: ignore[no-untyped-def]
     _, info = registered
     dump = lookupd.get("/debug").json()
     (entry,) = dump[f"channel:{topic}:ch"]
@@ -152,7 +153,7 @@ def test_debug_dumps_registrations(lookupd: ServerProcess, topic: str, registere
 
 
 @pytest.mark.parametrize("garbage", [b"GARBAGE\r\n\r\n", b"\x00\x01\x02\xff\r\n\r\n", b"  V1PING\n\r\n\r\n"])
-def test_bytes_that_are_not_http_get_a_400(lookupd: ServerProcess, garbage: bytes) -> None:
+def test_bytes_that_are_not_http_get_a_400(lookupd: Nsqlookupd, garbage: bytes) -> None:
     with V1Peer(HOST, lookupd.http_port, magic=b"") as conn:
         conn.send(garbage)
         conn.sock.settimeout(5)
@@ -161,7 +162,7 @@ def test_bytes_that_are_not_http_get_a_400(lookupd: ServerProcess, garbage: byte
     assert lookupd.get("/ping").body == b"OK"
 
 
-def test_keep_alive_connections_serve_many_requests(lookupd: ServerProcess) -> None:
+def test_keep_alive_connections_serve_many_requests(lookupd: Nsqlookupd) -> None:
     with socket.create_connection((HOST, lookupd.http_port), timeout=5) as s:
         s.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n" * 3)
         data = b""
