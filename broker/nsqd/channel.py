@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Callable
 from nsq_protocol.names import is_ephemeral
 
 from .backend import Backend
+from .e2e_latency import LatencyWindow
 from .message import MAX_ATTEMPTS, Message
 from .pqueue import DeferredQueue, InFlightQueue
 
@@ -57,7 +58,7 @@ class Channel:
         self.message_count = 0
         self.requeue_count = 0
         self.timeout_count = 0
-        self.e2e_latencies: deque[tuple[float, float]] | None = None  # (when, seconds) samples
+        self.e2e_latency: LatencyWindow | None = None  # publish-to-FIN times, when tracked
 
     # -- queue ----------------------------------------------------------------
     @property
@@ -167,9 +168,8 @@ class Channel:
     def finish(self, client_id: int, msg_id: bytes) -> Message:
         msg = self._owned(client_id, msg_id)
         self.in_flight.remove(msg_id)
-        if self.e2e_latencies is not None:
-            now = time.time()
-            self.e2e_latencies.append((now, now - msg.timestamp / 1e9))
+        if self.e2e_latency is not None:
+            self.e2e_latency.add(time.time() - msg.timestamp / 1e9)
         return msg
 
     def requeue(self, client_id: int, msg_id: bytes, delay: float) -> None:

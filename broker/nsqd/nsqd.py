@@ -24,6 +24,7 @@ from .auth import AuthClient, AuthError
 from .backend import Backend, DiscardingBackend
 from .channel import Channel
 from .client_conn import ClientConn
+from .e2e_latency import LatencyWindow
 from .diskqueue import DiskQueue
 from .guid import GuidFactory
 from .http_api import HttpApi
@@ -124,8 +125,7 @@ class NSQD:
                           max_msg_timeout=self.options.max_msg_timeout,
                           on_ephemeral_empty=self._ephemeral_channel_empty)
         if self.options.e2e_processing_latency_percentiles:
-            from collections import deque
-            channel.e2e_latencies = deque()
+            channel.e2e_latency = LatencyWindow(self.options.e2e_processing_latency_window_time)
         return channel
 
     def get_topic(self, name: str) -> Topic:

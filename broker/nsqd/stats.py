@@ -7,35 +7,22 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
+from . import e2e_latency
 from .channel import Channel
+from .e2e_latency import LatencyWindow
 from .topic import Topic
 
 if TYPE_CHECKING:
     from .nsqd import NSQD
 
 
-def _percentiles(samples_in: list[float], wanted: list[float]) -> dict:
-    if not wanted:
-        return {"count": 0, "percentiles": None}
-    samples = sorted(samples_in)
-    if not samples:
-        return {"count": 0, "percentiles": None}
-    out = []
-    for q in wanted:
-        index = min(len(samples) - 1, max(0, int(q * len(samples) + 0.5) - 1))
-        out.append({"quantile": q, "value": int(samples[index] * 1e9)})
-    return {"count": len(samples), "percentiles": out}
+def _windows(channels: list[Channel]) -> list[LatencyWindow]:
+    return [c.e2e_latency for c in channels if c.e2e_latency is not None]
 
 
 def channel_stats(channel: Channel, include_clients: bool, percentiles: list[float],
                   window: float) -> dict:
     clients = [c.stats() for c in channel.clients.values()] if include_clients else []
-    latencies: list[float] = []
-    if channel.e2e_latencies is not None:
-        cutoff = time.time() - window
-        while channel.e2e_latencies and channel.e2e_latencies[0][0] < cutoff:
-            channel.e2e_latencies.popleft()
-        latencies = [s for _, s in channel.e2e_latencies]
     return {
         "channel_name": channel.name,
         "depth": channel.depth,
@@ -48,7 +35,7 @@ def channel_stats(channel: Channel, include_clients: bool, percentiles: list[flo
         "client_count": len(channel.clients),
         "clients": clients,
         "paused": channel.paused,
-        "e2e_processing_latency": _percentiles(latencies, percentiles),
+        "e2e_processing_latency": e2e_latency.percentiles(_windows([channel]), percentiles),
     }
 
 
@@ -61,7 +48,6 @@ def topic_stats(topic: Topic, channel_filter: str, include_clients: bool,
     else:
         chosen = sorted(topic.channels.values(), key=lambda c: c.name)
     channels = [channel_stats(c, include_clients, percentiles, window) for c in chosen]
-    merged = [s for c in chosen if c.e2e_latencies is not None for _, s in c.e2e_latencies]
     return {
         "topic_name": topic.name,
         "channels": channels,
@@ -70,7 +56,7 @@ def topic_stats(topic: Topic, channel_filter: str, include_clients: bool,
         "message_count": topic.message_count,
         "message_bytes": topic.message_bytes,
         "paused": topic.paused,
-        "e2e_processing_latency": _percentiles(merged, percentiles),
+        "e2e_processing_latency": e2e_latency.percentiles(_windows(chosen), percentiles),
     }
 
 
