@@ -299,19 +299,21 @@ class Connection:
             self.close(ConnectionClosedError(f"{self.address}: closed after CLOSE_WAIT"))
 
     # -- MessageResponder --------------------------------------------------------------
+    # The owner hears of each answer before it is written, as in go-nsq: a backoff's RDY 0
+    # then reaches nsqd ahead of the REQ, so the requeued message is not redelivered at once.
     def finish(self, message: Message) -> None:
-        self._answer(cmd.fin(message.id))
+        self.in_flight -= 1
         self.delegate.on_message_finished(self, message)
-        self._close_if_drained()
+        self._answer(cmd.fin(message.id))
 
     def requeue(self, message: Message, delay: float | None, backoff: bool) -> None:
         cfg = self.config
         if delay is None:
             delay = cfg.default_requeue_delay * message.attempts
         delay = min(delay, cfg.max_requeue_delay)
-        self._answer(cmd.req(message.id, round(delay * 1000)))
+        self.in_flight -= 1
         self.delegate.on_message_requeued(self, message, backoff)
-        self._close_if_drained()
+        self._answer(cmd.req(message.id, round(delay * 1000)))
 
     def touch(self, message: Message) -> None:
         try:
@@ -320,12 +322,12 @@ class Connection:
             log.warning("(%s) cannot TOUCH %s: connection closed", self.address, message.id.decode())
 
     def _answer(self, command: bytes) -> None:
-        self.in_flight -= 1
         try:
             self.send(command)
         except NotConnectedError:
             # nsqd will time the message out and deliver it again
             log.warning("(%s) cannot send %s: connection closed", self.address, command.split(b" ", 1)[0].decode())
+        self._close_if_drained()
 
     # -- teardown --------------------------------------------------------------------
     def _finalize(self, reason: BaseException | None) -> None:

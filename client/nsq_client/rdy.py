@@ -58,13 +58,14 @@ class RdyManager:
         nothing could be given (redistribution will see to it)."""
         if conn.is_closing:
             return False
-        count = min(count, conn.max_rdy)
-        possible = self.max_in_flight - self.total_rdy + conn.rdy_count
-        if count > 0 and possible <= 0:
-            if conn.rdy_count == 0:
-                self._need_redistribute = True
-            return False
-        count = min(count, possible) if count > 0 else 0
+        count = max(0, min(count, conn.max_rdy))
+        if count > conn.rdy_count:  # lowering is always allowed; raising only within the budget
+            possible = self.max_in_flight - self.total_rdy + conn.rdy_count
+            count = min(count, possible)
+            if count <= conn.rdy_count:
+                if conn.rdy_count == 0:
+                    self._need_redistribute = True
+                return False
         if count == conn.rdy_count:
             return True
         try:
