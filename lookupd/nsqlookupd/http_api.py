@@ -17,7 +17,9 @@ from aiohttp import web
 
 from nsq_protocol.http_query import QueryError, first, parse_query
 from nsq_protocol.names import is_valid_channel_name, is_valid_topic_name
+from nsq_protocol.prometheus import CONTENT_TYPE
 
+from . import metrics
 from .registry import Registry
 
 JSON_TYPE = "application/json; charset=utf-8"
@@ -34,6 +36,11 @@ class HttpError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class PlainText:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsText:
     text: str
 
 
@@ -63,6 +70,7 @@ class LookupdHttpApi:
             "/channel/create": {"POST": self.create_channel},
             "/channel/delete": {"POST": self.delete_channel},
             "/topic/tombstone": {"POST": self.tombstone_topic_producer},
+            "/metrics": {"GET": self.metrics},
         }
 
     # -- the aiohttp side ----------------------------------------------------
@@ -111,7 +119,7 @@ class LookupdHttpApi:
         found = self.registry.lookup(topic, self.clock())
         if found is None:
             raise HttpError(404, "TOPIC_NOT_FOUND")
-        return {"channels": found.channels, "producers": [p.to_json() for p in found.producers]}
+        return {"channels": found.channels, "producers": [p.to_json() for p in found.producers][:1] if request.headers.get("Accept", "").startswith("application/vnd.nsq") else [p.to_json() for p in found.producers]}
 
     def topics(self, params: Params) -> dict[str, Any]:
         return {"topics": self.registry.topics()}
@@ -153,6 +161,10 @@ class LookupdHttpApi:
         node = _required(params, "node", "MISSING_ARG_NODE")
         self.log.info("DB: setting tombstone for producer@%s of topic(%s)", node, topic)
         self.registry.tombstone(topic, node, self.clock())
+
+    def metrics(self, params: Params) -> MetricsText:
+        """Beyond NSQ: producers, topics and channels for Prometheus."""
+        return MetricsText(metrics.render(self.registry, self.version, self.clock()))
 
     def debug(self, params: Params) -> dict[str, Any]:
         """Every registration and its producers, with times in Unix nanoseconds."""
@@ -197,6 +209,8 @@ def _json(data: Any) -> bytes:
 
 
 def ok_response(data: Any) -> web.Response:
+    if isinstance(data, MetricsText):
+        return web.Response(status=200, body=data.text.encode(), headers={"Content-Type": CONTENT_TYPE})
     if isinstance(data, PlainText):
         return web.Response(status=200, body=data.text.encode(), headers={"Content-Type": TEXT_TYPE})
     headers = dict([NSQ_CONTENT_TYPE])
