@@ -31,6 +31,8 @@ log = logging.getLogger("nsq_client")
 Handler = Callable[[Message], Awaitable[Any]]
 GiveUpHook = Callable[[Message], Awaitable[Any] | Any]
 
+FORCED_EXIT_GRACE = 1.0  # seconds cancelled handlers get to end after a stop's deadline
+
 
 @dataclass(frozen=True, slots=True)
 class ConsumerStats:
@@ -69,6 +71,7 @@ class Consumer(ConnectionDelegate):
         self._redistribute_task: asyncio.Task[None] | None = None
         self._poller: LookupdPoller | None = None
         self._stopping = False
+        self._finishing = False
         self._stopped: asyncio.Future[None] | None = None
         self._received = self._finished = self._requeued = self._given_up = 0
         if handler is not None:
@@ -347,9 +350,9 @@ class Consumer(ConnectionDelegate):
         self._finish_stop(forced=False)
 
     def _finish_stop(self, forced: bool) -> None:
-        stopped = self.stopped
-        if stopped.done():
+        if self._finishing:
             return
+        self._finishing = True
         for conn in list(self._conns.values()):
             conn.close()
         for worker in self._workers:
@@ -357,8 +360,17 @@ class Consumer(ConnectionDelegate):
         if forced:
             while not self._queue.empty():
                 self._queue.get_nowait()
+        asyncio.ensure_future(self._conclude(forced))
+
+    async def _conclude(self, forced: bool) -> None:
+        """Resolve :attr:`stopped` once every handler task has ended."""
+        tasks = [*self._workers, *([self._redistribute_task] if self._redistribute_task else [])]
+        if tasks:
+            # a handler that swallows its cancellation must not keep a forced stop waiting
+            await asyncio.wait(tasks, timeout=FORCED_EXIT_GRACE if forced else None)
         log.info("stopped%s", " (forced)" if forced else "")
-        stopped.set_result(None)
+        if not self.stopped.done():
+            self.stopped.set_result(None)
 
     async def __aenter__(self) -> "Consumer":
         return self
