@@ -12,7 +12,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -210,21 +209,16 @@ def test_garbage_from_many_connections_leaves_good_clients_served(servers: Serve
 
 
 # -- any bytes after the magic ---------------------------------------------------------------
-@pytest.fixture(scope="module")
-def target(module_servers: Servers) -> Nsqd:
-    return module_servers.nsqd()
-
-
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.one_of(
+@given(data=st.one_of(
     st.binary(min_size=1, max_size=600),
     st.lists(st.sampled_from([b"NOP\n", b"PUB fz\n", b"\x00\x00\x00\x02hi", b"RDY 3\n", b"SUB fz ch\n",
                               b"MPUB fz\n", b"\x00\x00\x00\x01", b"IDENTIFY\n", b"{}", b"\n", b"FIN 0\n",
                               b"\xff\xff\xff\xff", b"CLS\n", b"DPUB fz 5\n"]),
              min_size=1, max_size=20).map(b"".join),
 ))
-def test_any_bytes_get_well_formed_frames_or_a_close(target: Nsqd, data: bytes) -> None:
-    with _conn((target.host, target.tcp_port)) as s:
+def test_any_bytes_get_well_formed_frames_or_a_close(nsqd: Nsqd, data: bytes) -> None:
+    with _conn((nsqd.host, nsqd.tcp_port)) as s:
         s.sendall(MAGIC_V2 + data)
         answer = _drain(s, 0.15)
     frames = FrameDecoder()
@@ -232,6 +226,6 @@ def test_any_bytes_get_well_formed_frames_or_a_close(target: Nsqd, data: bytes) 
     for frame in frames:  # a malformed frame would raise here
         if frame.is_error:
             assert frame.data.startswith(b"E_"), frame
-    status, _ = http("GET", target.url("/ping"))
+    status, _ = http("GET", nsqd.url("/ping"))
     assert status == 200
 

@@ -1,5 +1,5 @@
-"""/stats: JSON and text, topic and channel filters, include_clients, include_mem, the
-per-client counters and end-to-end latency percentiles."""
+"""/stats: JSON and text, topic and channel filters, include_clients, include_mem and the
+per-client counters (end-to-end latency percentiles: test_e2e_latency.py)."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,6 @@ import pytest
 
 from tests.broker.conftest import Connect
 from tests.broker.wire import WireConn
-from tests.conftest import Servers
 from tests.servers import Nsqd, http, wait_for
 
 Consumer = Callable[..., WireConn]
@@ -112,27 +111,3 @@ def test_text_format(nsqd: Nsqd, consumer: Consumer, topic: str) -> None:
     with pytest.raises(ValueError):
         json.loads(text)
 
-
-@pytest.fixture(scope="module")
-def measuring(module_servers: Servers) -> Nsqd:
-    return module_servers.nsqd(e2e_processing_latency_percentile=["1.0", "0.5"])
-
-
-def test_e2e_processing_latency_percentiles(measuring: Nsqd, consumer: Consumer, topic: str) -> None:
-    sub = consumer(measuring, topic, "ch", rdy=5)
-    for i in range(5):
-        _pub(measuring, topic, b"%d" % i)
-    for msg in sub.read_messages(5):
-        sub.fin(msg.id)
-    sub.nop()
-
-    def measured() -> Any:
-        channel = _stats(measuring, f"&topic={topic}")["topics"][0]["channels"][0]
-        return channel if channel["e2e_processing_latency"]["count"] == 5 else None
-
-    latency = wait_for(measured)["e2e_processing_latency"]
-    quantiles = {p["quantile"]: p["value"] for p in latency["percentiles"]}
-    assert set(quantiles) == {1.0, 0.5}
-    assert 0 < quantiles[0.5] <= quantiles[1.0] < 10 * 10**9  # nanoseconds
-    topic_latency = _stats(measuring, f"&topic={topic}")["topics"][0]["e2e_processing_latency"]
-    assert topic_latency["count"] == 5

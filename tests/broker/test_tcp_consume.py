@@ -1,11 +1,10 @@
 """Consuming over raw V2: SUB, RDY, FIN, REQ, TOUCH, CLS and NOP, and the flags that bound
-them (--max-rdy-count, --max-req-timeout, --max-msg-timeout, --max-channel-consumers)."""
+them (--max-rdy-count, --max-req-timeout, --max-msg-timeout, --max-channel-consumers),
+on the ``limited`` server (msg timeout 1s, max 2s; RDY up to 5; REQ up to 1.5s)."""
 from __future__ import annotations
 
 import time
 from typing import Any, Callable
-
-import pytest
 
 from nsq_protocol import CLOSE_WAIT
 from tests.broker.conftest import Connect
