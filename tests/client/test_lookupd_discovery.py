@@ -1,0 +1,130 @@
+"""Discovery through a real nsqlookupd: a consumer connects to every nsqd with its topic,
+picks up new ones at the next poll and drops those lookupd no longer lists; the producer
+pool publishes over every nsqd lookupd knows."""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from nsq_client import Config, Consumer, LookupdAdmin, Message, Producer, ProducerPool
+from tests.client.conftest import StartNsqd
+from tests.client.helpers import channel_stats, eventually, topic_message_count
+from tests.conftest import Servers
+from tests.servers import Nsqd, Nsqlookupd
+
+
+async def start_with_lookupd(servers: Servers, start_nsqd: StartNsqd, count: int) -> list:  # type: ignore[type-arg]
+    """A lookupd and ``count`` nsqds registering with it, all started at once."""
+    lookupd = servers.lookupd(start=False)
+    started = await asyncio.gather(
+        asyncio.to_thread(lookupd.start),
+        *(asyncio.to_thread(start_nsqd, lookupd_tcp_address=lookupd.tcp_address) for _ in range(count)))
+    return [lookupd, *started[1:]]
+
+
+async def registered(lookupd: Nsqlookupd, topic: str, nsqds: list[Nsqd]) -> bool:
+    async with LookupdAdmin(lookupd.http_address) as admin:
+        try:
+            producers = (await admin.lookup(topic))["producers"]
+        except Exception:
+            return False
+    return {p["tcp_port"] for p in producers} == {n.tcp_port for n in nsqds}
+
+
+async def publish(nsqd: Nsqd, topic: str, body: bytes) -> None:
+    async with Producer(nsqd.tcp_address) as producer:
+        await producer.publish(topic, body)
+
+
+async def test_a_consumer_follows_what_lookupd_lists(servers: Servers, start_nsqd: StartNsqd, topic: str) -> None:
+    lookupd, first, second = await start_with_lookupd(servers, start_nsqd, 2)
+    await publish(first, topic, b"from first")
+    await publish(second, topic, b"from second")
+    await eventually(lambda: registered(lookupd, topic, [first, second]), message="both registered")
+
+    got: list[bytes] = []
+
+    async def handler(message: Message) -> None:
+        got.append(message.body)
+
+    consumer = Consumer(topic, "ch", Config(lookupd_poll_interval=0.2, max_in_flight=10), handler=handler)
+    try:
+        await consumer.connect_to_lookupd(lookupd.http_address)
+        # the first query is answered before connect_to_lookupd returns
+        assert sorted(consumer.connections) == sorted([first.tcp_address, second.tcp_address])
+        assert consumer.lookupd_addresses == [lookupd.http_address]
+        await eventually(lambda: sorted(got) == [b"from first", b"from second"])
+
+        third = await asyncio.to_thread(start_nsqd, lookupd_tcp_address=lookupd.tcp_address)
+        await publish(third, topic, b"from third")
+        await eventually(lambda: third.tcp_address in consumer.connections, message="the new nsqd is used")
+        await eventually(lambda: b"from third" in got)
+
+        # once lookupd stops listing an nsqd for the topic, the consumer leaves it (CLS)
+        async with LookupdAdmin(lookupd.http_address) as admin:
+            await admin.tombstone_topic_producer(topic, first.http_address)
+        await eventually(lambda: first.tcp_address not in consumer.connections, message="dropped")
+        stats = await channel_stats(first, topic, "ch")
+        assert stats is not None and stats["client_count"] == 0
+        assert sorted(consumer.connections) == sorted([second.tcp_address, third.tcp_address])
+    finally:
+        await consumer.stop()
+
+
+async def test_a_consumer_without_a_reachable_lookupd_keeps_its_connections(
+        servers: Servers, start_nsqd: StartNsqd, topic: str, caplog: pytest.LogCaptureFixture) -> None:
+    lookupd, nsqd = await start_with_lookupd(servers, start_nsqd, 1)
+    await publish(nsqd, topic, b"x")
+    await eventually(lambda: registered(lookupd, topic, [nsqd]))
+
+    async def handler(message: Message) -> None:
+        pass
+
+    consumer = Consumer(topic, "ch", Config(lookupd_poll_interval=0.1), handler=handler)
+    try:
+        await consumer.connect_to_lookupd(lookupd.http_address)
+        assert consumer.connections == [nsqd.tcp_address]
+        before = await consumer_addresses(nsqd, topic)
+        await asyncio.to_thread(lookupd.stop)
+        caplog.set_level(logging.WARNING, logger="nsq_client")
+        await eventually(lambda: sum("query failed" in r.getMessage() for r in caplog.records) >= 3,
+                         message="three polls against the stopped lookupd")
+        assert consumer.connections == [nsqd.tcp_address]
+        assert await consumer_addresses(nsqd, topic) == before  # the very same connection
+    finally:
+        await consumer.stop()
+
+
+async def consumer_addresses(nsqd: Nsqd, topic: str) -> list[str]:
+    stats = await channel_stats(nsqd, topic, "ch")
+    assert stats is not None
+    return [c["remote_address"] for c in stats["clients"]]
+
+
+async def test_the_pool_publishes_over_every_nsqd_lookupd_knows(servers: Servers, start_nsqd: StartNsqd,
+                                                                 topic: str) -> None:
+    lookupd, *nsqds = await start_with_lookupd(servers, start_nsqd, 2)
+
+    async def nodes() -> set[int]:
+        async with LookupdAdmin(lookupd.http_address) as admin:
+            return {n["tcp_port"] for n in await admin.nodes()}
+
+    await eventually(lambda: _equals(nodes(), {n.tcp_port for n in nsqds}), message="nodes registered")
+    async with ProducerPool(lookupd_addresses=[lookupd.http_address],
+                            config=Config(lookupd_poll_interval=0.2)) as pool:
+        assert set(pool.nodes) == {n.tcp_address for n in nsqds}
+        for i in range(10):
+            await pool.publish(topic, b"%d" % i)
+        assert [await topic_message_count(n, topic) for n in nsqds] == [5, 5]
+
+        nsqds.append(await asyncio.to_thread(start_nsqd, lookupd_tcp_address=lookupd.tcp_address))
+        await eventually(lambda: len(pool.nodes) == 3, message="the pool found the third nsqd")
+        for i in range(9):
+            await pool.publish(topic, b"%d" % i)
+        assert await topic_message_count(nsqds[2], topic) == 3
+
+
+async def _equals(value: "asyncio.Future[set[int]] | object", expected: set[int]) -> bool:
+    return await value == expected  # type: ignore[misc]
