@@ -266,7 +266,12 @@ class V2Protocol(asyncio.Protocol):
                 self.transport, self, context, server_side=True,
                 ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT)
         except (OSError, asyncio.TimeoutError) as e:
-            raise ProtocolError(E.E_IDENTIFY_FAILED, f"IDENTIFY failed {e}") from None
+            # the failed handshake has closed the socket: no error frame can reach the client
+            log.error("PROTOCOL(V2): [%s] E_IDENTIFY_FAILED IDENTIFY failed %s", client, e)
+            client.closed = True
+            if not self._dead:
+                self.connection_lost(None)
+            return
         if transport is None:
             raise ProtocolError(E.E_IDENTIFY_FAILED, "IDENTIFY failed TLS upgrade")
         transport.set_write_buffer_limits(high=4 * 1024 * 1024)
