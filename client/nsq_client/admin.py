@@ -8,6 +8,7 @@ error code (``TOPIC_NOT_FOUND`` ...) for any non-2xx answer.
 from __future__ import annotations
 
 import json
+import ssl
 from types import TracebackType
 from typing import Any, Sequence
 
@@ -28,9 +29,11 @@ def base_url(address: str) -> str:
 
 class _HttpApi:
     def __init__(self, address: str, *, session: aiohttp.ClientSession | None = None,
-                 timeout: float = 5.0) -> None:
+                 timeout: float = 5.0, ssl_context: ssl.SSLContext | None = None) -> None:
+        """``ssl_context`` for an ``https://`` address (CA to trust, client certificate)."""
         self.address = address
         self.url = base_url(address)
+        self._ssl: ssl.SSLContext | bool = ssl_context if ssl_context is not None else True
         self._session = session
         self._owns_session = session is None
         self._timeout = aiohttp.ClientTimeout(total=timeout)
@@ -58,7 +61,7 @@ class _HttpApi:
         url = self.url + path
         query = {k: str(v) for k, v in (params or {}).items() if v is not None}
         async with self._client().request(method, url, params=query, data=body,
-                                          headers={"Accept": NSQ_ACCEPT},
+                                          headers={"Accept": NSQ_ACCEPT}, ssl=self._ssl,
                                           timeout=self._timeout) as resp:
             data = await resp.read()
             if not 200 <= resp.status < 300:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import ssl
 import time
 from collections import deque
 from typing import Any
@@ -150,7 +151,13 @@ class Connection:
         server_name = self.config.tls_server_name or self.host
         await self._writer.start_tls(client_context(self.config), server_hostname=server_name,
                                      ssl_handshake_timeout=self.config.read_timeout)
-        if await self._expect_response("TLS") != OK:
+        try:
+            answer = await self._expect_response("TLS")
+        except (ConnectionClosedError, ssl.SSLError, ConnectionResetError) as err:
+            # with TLS 1.3 nsqd judges the client certificate after the handshake completed
+            raise IdentifyError(f"{self.address}: nsqd ended the connection after the TLS handshake "
+                                f"(is a client certificate it requires missing or refused?): {err}") from err
+        if answer != OK:
             raise IdentifyError(f"{self.address}: no OK after the TLS handshake")
 
     async def _expect_response(self, step: str) -> bytes:

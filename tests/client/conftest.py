@@ -55,9 +55,15 @@ def _flavour(param: str) -> str:
 
 
 @pytest.fixture(params=FLAVOURS)
-def start_nsqd(request: pytest.FixtureRequest, servers: Servers) -> StartNsqd:
+def flavour(request: pytest.FixtureRequest) -> str:
+    """Which nsqd the test runs against: "ours" or "go" (NSQD_REF)."""
+    return _flavour(request.param)
+
+
+@pytest.fixture
+def start_nsqd(flavour: str, servers: Servers) -> StartNsqd:
     """Starts nsqds (stopped at teardown): ``start_nsqd(mem_queue_size=0)``."""
-    return nsqd_starter(servers, _flavour(request.param))
+    return nsqd_starter(servers, flavour)
 
 
 @pytest.fixture(scope="module", params=FLAVOURS)

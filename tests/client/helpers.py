@@ -32,8 +32,12 @@ async def eventually(predicate: Callable[[], T | Awaitable[T]], timeout: float =
         await asyncio.sleep(0.02)
 
 
-async def channel_stats(nsqd: Nsqd, topic: str, channel: str) -> dict[str, Any] | None:
-    async with NsqdAdmin(nsqd.http_address) as admin:
+async def channel_stats(nsqd: Nsqd, topic: str, channel: str,
+                        admin: NsqdAdmin | None = None) -> dict[str, Any] | None:
+    if admin is None:
+        async with NsqdAdmin(nsqd.http_address) as own:
+            stats = await own.stats(topic=topic, channel=channel)
+    else:
         stats = await admin.stats(topic=topic, channel=channel)
     for t in stats.get("topics") or []:
         if t["topic_name"] == topic:
