@@ -119,7 +119,7 @@ class LookupdHttpApi:
         found = self.registry.lookup(topic, self.clock())
         if found is None:
             raise HttpError(404, "TOPIC_NOT_FOUND")
-        return {"channels": found.channels, "producers": [p.to_json() for p in found.producers][:1] if request.headers.get("Accept", "").startswith("application/vnd.nsq") else [p.to_json() for p in found.producers]}
+        return {"channels": found.channels, "producers": [p.to_json() for p in found.producers]}
 
     def topics(self, params: Params) -> dict[str, Any]:
         return {"topics": self.registry.topics()}
