@@ -3,7 +3,7 @@
 Both accept ``host:port`` or a full ``http(s)://`` base URL, share one
 :class:`aiohttp.ClientSession` when given one (else own theirs; close with ``await
 close()`` or ``async with``), and raise :class:`AdminError` with the status and NSQ's
-error code (``TOPIC_NOT_FOUND`` ...) for any non-2xx answer.
+error code (``TOPIC_NOT_FOUND`` ...) for any non-2xx answer (transport failures raise :class:`aiohttp.ClientError`).
 """
 from __future__ import annotations
 
@@ -80,10 +80,11 @@ class _HttpApi:
         return value
 
     async def ping(self) -> bool:
-        """True when the server answers /ping with 200 (nsqd answers 500 while draining)."""
+        """True when the server answers /ping with 200; False when it answers an error
+        (nsqd answers 500 while draining) or cannot be reached."""
         try:
             await self._call("GET", "/ping")
-        except AdminError:
+        except (AdminError, aiohttp.ClientError, TimeoutError):
             return False
         return True
 
