@@ -12,7 +12,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nsq_protocol import MAGIC_V2, FrameDecoder, ProtocolError
@@ -209,7 +209,7 @@ def test_garbage_from_many_connections_leaves_good_clients_served(servers: Serve
 
 
 # -- any bytes after the magic ---------------------------------------------------------------
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None)
 @given(data=st.one_of(
     st.binary(min_size=1, max_size=600),
     st.lists(st.sampled_from([b"NOP\n", b"PUB fz\n", b"\x00\x00\x00\x02hi", b"RDY 3\n", b"SUB fz ch\n",
