@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import os
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
@@ -66,10 +67,28 @@ def start_nsqd(flavour: str, servers: Servers) -> StartNsqd:
     return nsqd_starter(servers, flavour)
 
 
+def start_many(start: StartNsqd, count: int, **flags: Any) -> list[Nsqd]:
+    """``count`` nsqds started side by side (each start mostly waits for Python to import)."""
+    with ThreadPoolExecutor(count) as pool:
+        return list(pool.map(lambda _: start(**flags), range(count)))
+
+
 @pytest.fixture(scope="module", params=FLAVOURS)
-def shared_nsqd(request: pytest.FixtureRequest, module_servers: Servers) -> Nsqd:
+def module_flavour(request: pytest.FixtureRequest) -> str:
+    return _flavour(request.param)
+
+
+@pytest.fixture(scope="module")
+def shared_nsqd(module_flavour: str, module_servers: Servers) -> Nsqd:
     """One nsqd with default flags for a module's tests; use the ``topic`` fixture."""
-    return nsqd_starter(module_servers, _flavour(request.param))()
+    return nsqd_starter(module_servers, module_flavour)()
+
+
+@pytest.fixture(scope="module")
+def nsqd_trio(module_flavour: str, module_servers: Servers) -> list[Nsqd]:
+    """Three nsqds for a module's tests, each keeping every message on disk
+    (``mem_queue_size=0``) so that one can be killed and restarted without losing any."""
+    return start_many(nsqd_starter(module_servers, module_flavour), 3, mem_queue_size=0)
 
 
 @pytest.fixture

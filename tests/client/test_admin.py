@@ -7,7 +7,7 @@ import aiohttp
 import pytest
 
 from nsq_client import AdminError, LookupdAdmin, NsqdAdmin
-from tests.client.conftest import StartNsqd
+from tests.client.conftest import nsqd_starter
 from tests.client.helpers import eventually
 from tests.conftest import Servers
 from tests.servers import HOST, Nsqd, free_port
@@ -61,14 +61,19 @@ async def test_errors_carry_status_and_nsq_code(shared_nsqd: Nsqd) -> None:
         assert invalid.value.status == 400 and invalid.value.message == "INVALID_TOPIC"
 
 
-async def test_config_options_read_and_set(start_nsqd: StartNsqd) -> None:
-    server = await asyncio.to_thread(start_nsqd)
-    async with NsqdAdmin(server.http_address) as nsqd:
-        lookupd = f"{HOST}:{free_port()}"
-        await nsqd.set_config("nsqlookupd_tcp_addresses", [lookupd])
-        assert await nsqd.get_config("nsqlookupd_tcp_addresses") == [lookupd]
-        await nsqd.set_config("log_level", "warn")
-        assert await nsqd.get_config("log_level") == "warn"
+async def test_config_options_read_and_set(shared_nsqd: Nsqd) -> None:
+    async with NsqdAdmin(shared_nsqd.http_address) as nsqd:
+        level = await nsqd.get_config("log_level")
+        addresses = await nsqd.get_config("nsqlookupd_tcp_addresses")
+        try:
+            lookupd = f"{HOST}:{free_port()}"
+            await nsqd.set_config("nsqlookupd_tcp_addresses", [lookupd])
+            assert await nsqd.get_config("nsqlookupd_tcp_addresses") == [lookupd]
+            await nsqd.set_config("log_level", "warn")
+            assert await nsqd.get_config("log_level") == "warn"
+        finally:
+            await nsqd.set_config("nsqlookupd_tcp_addresses", addresses)
+            await nsqd.set_config("log_level", level)
 
 
 async def test_ping_is_false_when_nothing_answers() -> None:
@@ -78,10 +83,11 @@ async def test_ping_is_false_when_nothing_answers() -> None:
             await nobody.info()
 
 
-async def test_lookupd_queries_and_actions(servers: Servers, start_nsqd: StartNsqd, topic: str) -> None:
+async def test_lookupd_queries_and_actions(servers: Servers, module_flavour: str, topic: str) -> None:
     lookupd = servers.lookupd(start=False)
+    start = nsqd_starter(servers, module_flavour)
     _, nsqd = await asyncio.gather(asyncio.to_thread(lookupd.start),
-                                   asyncio.to_thread(start_nsqd, lookupd_tcp_address=lookupd.tcp_address))
+                                   asyncio.to_thread(start, lookupd_tcp_address=lookupd.tcp_address))
     async with NsqdAdmin(nsqd.http_address) as nsqd_api, LookupdAdmin(lookupd.http_address) as api:
         assert await api.ping()
         assert (await api.info())["version"]
@@ -90,10 +96,11 @@ async def test_lookupd_queries_and_actions(servers: Servers, start_nsqd: StartNs
 
         async def listed() -> bool:
             try:
-                return bool((await api.lookup(topic))["producers"])
+                found = await api.lookup(topic)
             except AdminError:
                 return False
-        await eventually(listed, message="the topic registered")
+            return bool(found["producers"]) and found["channels"] == ["ch"]
+        await eventually(listed, message="the topic and its channel registered")
         found = await api.lookup(topic)
         assert found["channels"] == ["ch"]
         assert [(p["broadcast_address"], p["tcp_port"]) for p in found["producers"]] == [(HOST, nsqd.tcp_port)]

@@ -9,23 +9,21 @@ from typing import AsyncIterator
 import pytest
 
 from nsq_client import Config, Consumer, Message, Producer
-from tests.client.conftest import StartNsqd
 from tests.client.helpers import eventually
 from tests.client.wire import RecordingProxy
-from tests.conftest import Servers
 from tests.servers import HOST, Nsqd
 
 
 @pytest.fixture
-async def three_proxied_nsqds(start_nsqd: StartNsqd) -> AsyncIterator[list[tuple[Nsqd, RecordingProxy]]]:
-    nsqds = await asyncio.gather(*(asyncio.to_thread(start_nsqd) for _ in range(3)))
-    proxies = [await RecordingProxy(HOST, n.tcp_port).start() for n in nsqds]
-    yield list(zip(nsqds, proxies))
+async def three_proxied_nsqds(nsqd_trio: list[Nsqd]) -> AsyncIterator[list[tuple[Nsqd, RecordingProxy]]]:
+    proxies = [await RecordingProxy(HOST, n.tcp_port).start() for n in nsqd_trio]
+    yield list(zip(nsqd_trio, proxies))
     for proxy in proxies:
         await proxy.close()
 
 
-async def test_backoff_sends_rdy_0_then_probes_with_rdy_1(shared_nsqd: Nsqd, topic: str) -> None:
+async def test_backoff_sends_rdy_0_then_probes_with_rdy_1(nsqd_trio: list[Nsqd], topic: str) -> None:
+    shared_nsqd = nsqd_trio[0]
     proxy = await RecordingProxy(HOST, shared_nsqd.tcp_port).start()
     outcomes: list[tuple[int, bool]] = []
 
@@ -125,9 +123,8 @@ def max_total_rdy(events: list[tuple[float, int, int]], together: float = 0.05) 
     return peak
 
 
-async def test_a_new_connection_during_backoff_stays_at_rdy_0(start_nsqd: StartNsqd, servers: Servers,
-                                                               topic: str) -> None:
-    first, second = await asyncio.gather(asyncio.to_thread(start_nsqd), asyncio.to_thread(start_nsqd))
+async def test_a_new_connection_during_backoff_stays_at_rdy_0(nsqd_trio: list[Nsqd], topic: str) -> None:
+    first, second = nsqd_trio[:2]
     proxy = await RecordingProxy(HOST, second.tcp_port).start()
     failed = asyncio.Event()
 

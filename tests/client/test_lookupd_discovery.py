@@ -5,23 +5,32 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from nsq_client import Config, Consumer, LookupdAdmin, Message, Producer, ProducerPool
-from tests.client.conftest import StartNsqd
+from tests.client.conftest import nsqd_starter
 from tests.client.helpers import channel_stats, eventually, topic_message_count
 from tests.conftest import Servers
 from tests.servers import Nsqd, Nsqlookupd
 
 
-async def start_with_lookupd(servers: Servers, start_nsqd: StartNsqd, count: int) -> list:  # type: ignore[type-arg]
+def start_with_lookupd(servers: Servers, flavour: str, count: int) -> tuple[Nsqlookupd, list[Nsqd]]:
     """A lookupd and ``count`` nsqds registering with it, all started at once."""
     lookupd = servers.lookupd(start=False)
-    started = await asyncio.gather(
-        asyncio.to_thread(lookupd.start),
-        *(asyncio.to_thread(start_nsqd, lookupd_tcp_address=lookupd.tcp_address) for _ in range(count)))
-    return [lookupd, *started[1:]]
+    start = nsqd_starter(servers, flavour)
+    with ThreadPoolExecutor(count + 1) as pool:
+        started = pool.submit(lookupd.start)
+        nsqds = list(pool.map(lambda _: start(lookupd_tcp_address=lookupd.tcp_address), range(count)))
+        started.result()
+    return lookupd, nsqds
+
+
+@pytest.fixture(scope="module")
+def lookupd_pair(module_flavour: str, module_servers: Servers) -> tuple[Nsqlookupd, list[Nsqd]]:
+    """A lookupd and two nsqds registered with it, shared by the module (unique topics)."""
+    return start_with_lookupd(module_servers, module_flavour, 2)
 
 
 async def registered(lookupd: Nsqlookupd, topic: str, nsqds: list[Nsqd]) -> bool:
@@ -38,8 +47,9 @@ async def publish(nsqd: Nsqd, topic: str, body: bytes) -> None:
         await producer.publish(topic, body)
 
 
-async def test_a_consumer_follows_what_lookupd_lists(servers: Servers, start_nsqd: StartNsqd, topic: str) -> None:
-    lookupd, first, second = await start_with_lookupd(servers, start_nsqd, 2)
+async def test_a_consumer_follows_what_lookupd_lists(lookupd_pair: tuple[Nsqlookupd, list[Nsqd]],
+                                                     servers: Servers, module_flavour: str, topic: str) -> None:
+    lookupd, (first, second) = lookupd_pair
     await publish(first, topic, b"from first")
     await publish(second, topic, b"from second")
     await eventually(lambda: registered(lookupd, topic, [first, second]), message="both registered")
@@ -57,7 +67,8 @@ async def test_a_consumer_follows_what_lookupd_lists(servers: Servers, start_nsq
         assert consumer.lookupd_addresses == [lookupd.http_address]
         await eventually(lambda: sorted(got) == [b"from first", b"from second"])
 
-        third = await asyncio.to_thread(start_nsqd, lookupd_tcp_address=lookupd.tcp_address)
+        start = nsqd_starter(servers, module_flavour)
+        third = await asyncio.to_thread(start, lookupd_tcp_address=lookupd.tcp_address)
         await publish(third, topic, b"from third")
         await eventually(lambda: third.tcp_address in consumer.connections, message="the new nsqd is used")
         await eventually(lambda: b"from third" in got)
@@ -74,8 +85,8 @@ async def test_a_consumer_follows_what_lookupd_lists(servers: Servers, start_nsq
 
 
 async def test_a_consumer_without_a_reachable_lookupd_keeps_its_connections(
-        servers: Servers, start_nsqd: StartNsqd, topic: str, caplog: pytest.LogCaptureFixture) -> None:
-    lookupd, nsqd = await start_with_lookupd(servers, start_nsqd, 1)
+        servers: Servers, module_flavour: str, topic: str, caplog: pytest.LogCaptureFixture) -> None:
+    lookupd, (nsqd,) = await asyncio.to_thread(start_with_lookupd, servers, module_flavour, 1)
     await publish(nsqd, topic, b"x")
     await eventually(lambda: registered(lookupd, topic, [nsqd]))
 
@@ -103,9 +114,11 @@ async def consumer_addresses(nsqd: Nsqd, topic: str) -> list[str]:
     return [c["remote_address"] for c in stats["clients"]]
 
 
-async def test_the_pool_publishes_over_every_nsqd_lookupd_knows(servers: Servers, start_nsqd: StartNsqd,
+async def test_the_pool_publishes_over_every_nsqd_lookupd_knows(lookupd_pair: tuple[Nsqlookupd, list[Nsqd]],
+                                                                 servers: Servers, module_flavour: str,
                                                                  topic: str) -> None:
-    lookupd, *nsqds = await start_with_lookupd(servers, start_nsqd, 2)
+    lookupd, pair = lookupd_pair
+    nsqds = list(pair)
 
     async def nodes() -> set[int]:
         async with LookupdAdmin(lookupd.http_address) as admin:
@@ -119,7 +132,8 @@ async def test_the_pool_publishes_over_every_nsqd_lookupd_knows(servers: Servers
             await pool.publish(topic, b"%d" % i)
         assert [await topic_message_count(n, topic) for n in nsqds] == [5, 5]
 
-        nsqds.append(await asyncio.to_thread(start_nsqd, lookupd_tcp_address=lookupd.tcp_address))
+        start = nsqd_starter(servers, module_flavour)
+        nsqds.append(await asyncio.to_thread(start, lookupd_tcp_address=lookupd.tcp_address))
         await eventually(lambda: len(pool.nodes) == 3, message="the pool found the third nsqd")
         for i in range(9):
             await pool.publish(topic, b"%d" % i)

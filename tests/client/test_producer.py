@@ -17,9 +17,16 @@ from nsq_client import (
     ProducerStoppedError,
     ServerError,
 )
-from tests.client.conftest import StartNsqd
+from tests.client.conftest import StartNsqd, nsqd_starter
+from tests.conftest import Servers
 from tests.client.helpers import eventually, topic_message_count
 from tests.servers import Nsqd
+
+
+@pytest.fixture(scope="module")
+def small_nsqd(module_flavour: str, module_servers: Servers) -> Nsqd:
+    """An nsqd that refuses messages over 100 bytes."""
+    return nsqd_starter(module_servers, module_flavour)(max_msg_size=100)
 
 
 async def consume(nsqd: Nsqd, topic: str, count: int, timeout: float = 10.0) -> list[Message]:
@@ -64,8 +71,8 @@ async def test_pipelined_publishes_on_one_connection_are_all_acknowledged(shared
     assert await topic_message_count(shared_nsqd, topic) == 2000
 
 
-async def test_answers_are_matched_in_order_around_a_refused_command(start_nsqd: StartNsqd, topic: str) -> None:
-    nsqd = start_nsqd(max_msg_size=100)
+async def test_answers_are_matched_in_order_around_a_refused_command(small_nsqd: Nsqd, topic: str) -> None:
+    nsqd = small_nsqd
     async with Producer(nsqd.tcp_address) as producer:
         await producer.connect()
         accepted = [producer.publish_nowait(topic, b"ok-%d" % i) for i in range(5)]
@@ -77,9 +84,8 @@ async def test_answers_are_matched_in_order_around_a_refused_command(start_nsqd:
     assert await topic_message_count(nsqd, topic) == 5
 
 
-async def test_commands_behind_a_fatal_error_are_failed_not_acknowledged(start_nsqd: StartNsqd,
-                                                                         topic: str) -> None:
-    nsqd = start_nsqd(max_msg_size=100)
+async def test_commands_behind_a_fatal_error_are_failed_not_acknowledged(small_nsqd: Nsqd, topic: str) -> None:
+    nsqd = small_nsqd
     async with Producer(nsqd.tcp_address) as producer:
         await producer.connect()
         accepted = [producer.publish_nowait(topic, b"ok-%d" % i) for i in range(2)]
@@ -94,9 +100,8 @@ async def test_commands_behind_a_fatal_error_are_failed_not_acknowledged(start_n
     assert await topic_message_count(nsqd, topic) == 2
 
 
-async def test_a_producer_reconnects_after_nsqd_closed_its_connection(start_nsqd: StartNsqd,
-                                                                      topic: str) -> None:
-    nsqd = start_nsqd(max_msg_size=100)
+async def test_a_producer_reconnects_after_nsqd_closed_its_connection(small_nsqd: Nsqd, topic: str) -> None:
+    nsqd = small_nsqd
     async with Producer(nsqd.tcp_address) as producer:
         with pytest.raises((ServerError, ConnectionClosedError)):
             await producer.publish(topic, b"x" * 101)
@@ -131,8 +136,8 @@ async def test_ping_connects_and_fails_when_nsqd_is_unreachable(shared_nsqd: Nsq
     await nobody.stop()
 
 
-async def test_stop_fails_unanswered_publishes_instead_of_hanging(start_nsqd: StartNsqd, topic: str) -> None:
-    nsqd = start_nsqd()
+async def test_stop_fails_unanswered_publishes_instead_of_hanging(small_nsqd: Nsqd, topic: str) -> None:
+    nsqd = small_nsqd
     producer = Producer(nsqd.tcp_address, Config(read_timeout=30, heartbeat_interval=10))
     await producer.publish(topic, b"answered")
     nsqd.signal(signal.SIGSTOP)  # nsqd reads nothing and answers nothing until SIGCONT

@@ -7,7 +7,6 @@ import asyncio
 import pytest
 
 from nsq_client import Config, Consumer, Message, ProducerPool, PublishError
-from tests.client.conftest import StartNsqd
 from tests.client.helpers import eventually, topic_message_count
 from tests.servers import HOST, Nsqd, free_port
 
@@ -18,8 +17,8 @@ async def counts(nsqds: list[Nsqd], topic: str) -> list[int]:
     return [await topic_message_count(n, topic) for n in nsqds]
 
 
-async def test_publishes_are_spread_round_robin(start_nsqd: StartNsqd, topic: str) -> None:
-    nsqds = await asyncio.gather(*(asyncio.to_thread(start_nsqd) for _ in range(3)))
+async def test_publishes_are_spread_round_robin(nsqd_trio: list[Nsqd], topic: str) -> None:
+    nsqds = nsqd_trio
     async with ProducerPool([n.tcp_address for n in nsqds], FAST) as pool:
         for i in range(30):
             await pool.publish(topic, b"%d" % i)
@@ -29,11 +28,11 @@ async def test_publishes_are_spread_round_robin(start_nsqd: StartNsqd, topic: st
     assert await counts(nsqds, topic) == [12, 11, 10]
 
 
-async def test_failover_when_an_nsqd_is_killed_loses_no_acknowledged_message(start_nsqd: StartNsqd,
+async def test_failover_when_an_nsqd_is_killed_loses_no_acknowledged_message(nsqd_trio: list[Nsqd],
                                                                               topic: str) -> None:
-    # mem_queue_size=0: every acknowledged message is in nsqd's disk queue, so a SIGKILLed
-    # nsqd still has what it acknowledged when it comes back
-    nsqds = await asyncio.gather(*(asyncio.to_thread(start_nsqd, mem_queue_size=0) for _ in range(3)))
+    # the trio keeps every acknowledged message in its disk queues (mem_queue_size=0), so a
+    # SIGKILLed nsqd still has what it acknowledged when it comes back
+    nsqds = nsqd_trio
     victim = nsqds[1]
     acknowledged: list[bytes] = []
 
@@ -61,6 +60,8 @@ async def test_failover_when_an_nsqd_is_killed_loses_no_acknowledged_message(sta
         assert await topic_message_count(victim, topic) > before  # used again
     finally:
         await pool.stop()
+        if victim.proc is None:  # the module's other tests need it back
+            await asyncio.to_thread(victim.start)
 
     received: set[bytes] = set()
 
@@ -89,7 +90,8 @@ async def test_a_publish_fails_with_every_cause_when_no_nsqd_is_reachable() -> N
         await pool.stop()
 
 
-async def test_bad_arguments_are_not_retried_elsewhere(shared_nsqd: Nsqd, topic: str) -> None:
+async def test_bad_arguments_are_not_retried_elsewhere(nsqd_trio: list[Nsqd], topic: str) -> None:
+    shared_nsqd = nsqd_trio[0]
     async with ProducerPool([shared_nsqd.tcp_address], FAST) as pool:
         with pytest.raises(ValueError):
             await pool.publish(topic, b"")

@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import ssl
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from nsq_client import Config, Consumer, IdentifyError, Message, NsqdAdmin, Producer
 from tests.broker.certs import Pki, make_pki
 from tests.broker.tls_nsqd import TlsNsqd
-from tests.client.conftest import FLAVOURS, NSQD_REF, _flavour, nsqd_starter
+from tests.client.conftest import NSQD_REF, nsqd_starter
 from tests.client.helpers import channel_stats, eventually
 from tests.conftest import Servers
 from tests.servers import HOST, Nsqd, free_port
@@ -29,9 +29,9 @@ def tls_flags(pki: Pki, **extra: Any) -> dict[str, Any]:
             "https_address": f"{HOST}:{free_port()}", **extra}
 
 
-@pytest.fixture(scope="module", params=FLAVOURS)
-def tls_nsqd(request: pytest.FixtureRequest, module_servers: Servers, pki: Pki) -> Iterator[Nsqd]:
-    yield nsqd_starter(module_servers, _flavour(request.param))(**tls_flags(pki))
+@pytest.fixture(scope="module")
+def tls_nsqd(module_flavour: str, module_servers: Servers, pki: Pki) -> Nsqd:
+    return nsqd_starter(module_servers, module_flavour)(**tls_flags(pki))
 
 
 async def round_trip(nsqd: Nsqd, topic: str, config: Config, body: bytes = b"hello",
@@ -112,10 +112,10 @@ class GoTlsNsqd(TlsNsqd):
         return [NSQD_REF, *super().argv()[1:]]
 
 
-async def test_client_certificates_when_nsqd_requires_them(flavour: str, servers: Servers, pki: Pki,
+async def test_client_certificates_when_nsqd_requires_them(module_flavour: str, servers: Servers, pki: Pki,
                                                            topic: str) -> None:
     # a client auth policy makes TLS required, so readiness is checked over HTTPS
-    kind = TlsNsqd if flavour == "ours" else GoTlsNsqd
+    kind = TlsNsqd if module_flavour == "ours" else GoTlsNsqd
     nsqd = kind(servers.root / "client-auth-nsqd", pki,
                 {"tls-client-auth-policy": "require-verify", "tls-root-ca-file": str(pki.ca)})
     servers.started.append(nsqd)
