@@ -2,20 +2,20 @@
 from __future__ import annotations
 
 from ..constants import MANAGED_BY
-from ..models import NsqCluster
+from ..models.cluster import ClusterRef, NsqCluster
 
 NAME = "nsq"
 NSQD = "nsqd"
 LOOKUPD = "nsqlookupd"
 
 
-def selector(cluster: NsqCluster, component: str) -> dict[str, str]:
+def selector(cluster: ClusterRef | NsqCluster, component: str) -> dict[str, str]:
     """The labels a component's pods are selected by (immutable once a StatefulSet exists)."""
     return {"app.kubernetes.io/name": NAME, "app.kubernetes.io/instance": cluster.name,
             "app.kubernetes.io/component": component}
 
 
-def labels(cluster: NsqCluster, component: str | None = None) -> dict[str, str]:
+def labels(cluster: ClusterRef | NsqCluster, component: str | None = None) -> dict[str, str]:
     base = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/instance": cluster.name,
             "app.kubernetes.io/managed-by": MANAGED_BY, "app.kubernetes.io/part-of": "nsq"}
     if component:
@@ -23,6 +23,6 @@ def labels(cluster: NsqCluster, component: str | None = None) -> dict[str, str]:
     return base
 
 
-def selector_string(cluster: NsqCluster, component: str) -> str:
+def selector_string(cluster: ClusterRef | NsqCluster, component: str) -> str:
     return ",".join(f"{k}={v}" for k, v in selector(cluster, component).items())
 

@@ -3,42 +3,42 @@ The builders and the live reconcilers both use these, so they never disagree."""
 from __future__ import annotations
 
 from ..constants import LOOKUPD_TCP_PORT
-from ..models import NsqCluster
+from ..models.cluster import ClusterRef, NsqCluster
 
 
-def nsqd_statefulset(cluster: NsqCluster) -> str:
+def nsqd_statefulset(cluster: ClusterRef | NsqCluster) -> str:
     return f"{cluster.name}-nsqd"
 
 
-def nsqd_headless_service(cluster: NsqCluster) -> str:
+def nsqd_headless_service(cluster: ClusterRef | NsqCluster) -> str:
     return f"{cluster.name}-nsqd-headless"
 
 
-def nsqd_client_service(cluster: NsqCluster) -> str:
+def nsqd_client_service(cluster: ClusterRef | NsqCluster) -> str:
     return f"{cluster.name}-nsqd"
 
 
-def lookupd_statefulset(cluster: NsqCluster) -> str:
+def lookupd_statefulset(cluster: ClusterRef | NsqCluster) -> str:
     return f"{cluster.name}-lookupd"
 
 
-def lookupd_headless_service(cluster: NsqCluster) -> str:
+def lookupd_headless_service(cluster: ClusterRef | NsqCluster) -> str:
     return f"{cluster.name}-lookupd"
 
 
-def config_map(cluster: NsqCluster) -> str:
+def config_map(cluster: ClusterRef | NsqCluster) -> str:
     return f"{cluster.name}-nsq-config"
 
 
-def service_account(cluster: NsqCluster) -> str:
+def service_account(cluster: ClusterRef | NsqCluster) -> str:
     return f"{cluster.name}-nsq"
 
 
-def nsqd_pdb(cluster: NsqCluster) -> str:
+def nsqd_pdb(cluster: ClusterRef | NsqCluster) -> str:
     return f"{cluster.name}-nsqd"
 
 
-def lookupd_pdb(cluster: NsqCluster) -> str:
+def lookupd_pdb(cluster: ClusterRef | NsqCluster) -> str:
     return f"{cluster.name}-lookupd"
 
 
@@ -61,11 +61,11 @@ def pod_dns(pod: str, service: str, namespace: str) -> str:
     return f"{pod}.{service}.{namespace}.svc"
 
 
-def nsqd_broadcast_address(cluster: NsqCluster, pod: str) -> str:
+def nsqd_broadcast_address(cluster: ClusterRef | NsqCluster, pod: str) -> str:
     return pod_dns(pod, nsqd_headless_service(cluster), cluster.namespace)
 
 
-def lookupd_broadcast_address(cluster: NsqCluster, pod: str) -> str:
+def lookupd_broadcast_address(cluster: ClusterRef | NsqCluster, pod: str) -> str:
     return pod_dns(pod, lookupd_headless_service(cluster), cluster.namespace)
 
 

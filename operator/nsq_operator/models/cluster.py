@@ -1,6 +1,7 @@
 """NsqCluster: a set of nsqlookupd and nsqd pods the operator runs and keeps in shape."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -85,6 +86,13 @@ class NsqClusterStatus(StatusBase):
     lookupd: ComponentStatus = Field(default_factory=ComponentStatus, description="the discovery service")
 
 
+@dataclass(frozen=True)
+class ClusterRef:
+    """Just enough of a cluster to name its objects and pods."""
+    name: str
+    namespace: str
+
+
 class NsqCluster(CrdModel):
     """The object as the builders see it: identity plus a validated spec."""
 
@@ -99,3 +107,7 @@ class NsqCluster(CrdModel):
         meta = body["metadata"]
         return cls(name=meta["name"], namespace=meta.get("namespace") or "default", uid=meta.get("uid", ""),
                    generation=meta.get("generation", 0), spec=NsqClusterSpec.model_validate(body.get("spec") or {}))
+
+    @property
+    def ref(self) -> ClusterRef:
+        return ClusterRef(self.name, self.namespace)

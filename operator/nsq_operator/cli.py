@@ -1,0 +1,41 @@
+"""``nsq-operator``: run the operator (one replica; its state lives in the objects' status,
+so a restarted operator picks up where the last one stopped)."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+import kopf
+
+from .handlers import build_registry
+from .runtime import Intervals, Runtime
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="nsq-operator", description="Runs NsqCluster, NsqTopic and NsqChannel objects.")
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument("--namespace", "-n", action="append", default=[], help="watch this namespace (repeatable)")
+    scope.add_argument("--all-namespaces", "-A", action="store_true", help="watch every namespace (the default)")
+    p.add_argument("--liveness", default="http://0.0.0.0:8080/healthz", help="liveness endpoint URL ('' for none)")
+    p.add_argument("--status-interval", type=float, default=Intervals.cluster_status,
+                   help="seconds between cluster status refreshes")
+    p.add_argument("--drift-interval", type=float, default=Intervals.topology,
+                   help="seconds between topic/channel drift checks")
+    p.add_argument("--verbose", "-v", action="store_true")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    intervals = Intervals(cluster_status=args.status_interval, topology=args.drift_interval)
+    kopf.run(registry=build_registry(intervals), memo=kopf.Memo(runtime=Runtime(intervals=intervals)),
+             standalone=True, clusterwide=not args.namespace, namespaces=args.namespace,
+             liveness_endpoint=args.liveness or None)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""The operator's kopf registry: which handler runs for what, and how often."""
+from __future__ import annotations
+
+import kopf
+
+from ..builders import labels
+from ..constants import GROUP, MANAGED_BY, VERSION
+from ..runtime import Intervals
+from .cluster import cluster_changed, cluster_tick
+from .login import cleanup, configure, login
+from .pods import declared_channels, declared_topics, needs_gate, pod_gate
+from .topology import topology_changed, topology_deleted, topology_tick
+
+NSQD_PODS = {"app.kubernetes.io/component": labels.NSQD, "app.kubernetes.io/managed-by": MANAGED_BY}
+
+
+def build_registry(intervals: Intervals) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+    kopf.on.login(registry=registry)(login)
+    kopf.on.startup(registry=registry)(configure)
+    kopf.on.cleanup(registry=registry)(cleanup)
+
+    clusters = (GROUP, VERSION, "nsqclusters")
+    for on in (kopf.on.create, kopf.on.update, kopf.on.resume):
+        on(*clusters, registry=registry, id="reconcile", backoff=intervals.retry)(cluster_changed)
+    kopf.timer(*clusters, registry=registry, id="status", interval=intervals.cluster_status,
+               initial_delay=intervals.cluster_status)(cluster_tick)
+
+    for plural in ("nsqtopics", "nsqchannels"):
+        resource = (GROUP, VERSION, plural)
+        for on in (kopf.on.create, kopf.on.update, kopf.on.resume):
+            on(*resource, registry=registry, id="reconcile", backoff=intervals.retry)(topology_changed)
+        kopf.on.delete(*resource, registry=registry, id="delete", backoff=intervals.retry)(topology_deleted)
+        kopf.timer(*resource, registry=registry, id="drift", interval=intervals.topology,
+                   initial_delay=intervals.topology)(topology_tick)
+
+    kopf.index(GROUP, VERSION, "nsqtopics", registry=registry, id="declared_topics")(declared_topics)
+    kopf.index(GROUP, VERSION, "nsqchannels", registry=registry, id="declared_channels")(declared_channels)
+    kopf.on.event("v1", "pods", registry=registry, id="topology-gate", labels=NSQD_PODS, when=needs_gate)(pod_gate)
+    return registry

@@ -1,0 +1,27 @@
+"""One login for kopf and for the operator's own Kubernetes client."""
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from ..constants import FINALIZER, GROUP
+from ..runtime import runtime_of
+
+
+def login(memo: Any, **kwargs: Any) -> kopf.ConnectionInfo | None:
+    rt = runtime_of(memo)
+    if rt.connection is None:
+        rt.connection = kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+    return rt.connection
+
+
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP, key="last-handled-configuration")
+    settings.posting.level = 30  # warnings and errors become Kubernetes events
+
+
+async def cleanup(memo: Any, **_: Any) -> None:
+    await runtime_of(memo).close()

@@ -1,0 +1,49 @@
+"""The readiness gate of nsqd pods, and the indexes of declared topics and channels it
+reads (kopf keeps them in memory from the watch streams).
+
+Pods get an event handler, not a timer: a timer would put a finalizer on every nsqd pod,
+and a pod must stay deletable while the operator is down. A gate that fails to open here
+is opened by the cluster's periodic pass."""
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from ..kube.pods import is_serving, topology_ready
+from ..reconcile.gate import REACH_ERRORS, open_gate
+from ..runtime import runtime_of
+from ..topology.wishes import BadSpec, channel_wish, topic_wish
+
+
+def _live(body: Any) -> bool:
+    return not body["metadata"].get("deletionTimestamp")
+
+
+def declared_topics(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    try:
+        wish = topic_wish(body)
+    except BadSpec:
+        return {}
+    return {(wish.namespace, wish.cluster): wish} if _live(body) else {}
+
+
+def declared_channels(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    try:
+        wish = channel_wish(body)
+    except BadSpec:
+        return {}
+    return {(wish.namespace, wish.cluster): wish} if _live(body) else {}
+
+
+def needs_gate(body: kopf.Body, **_: Any) -> bool:
+    return is_serving(body) and not topology_ready(body)
+
+
+async def pod_gate(body: kopf.Body, memo: Any, logger: Any, declared_topics: kopf.Index[Any, Any],
+                   declared_channels: kopf.Index[Any, Any], **_: Any) -> None:
+    key = (body["metadata"]["namespace"], body["metadata"]["labels"]["app.kubernetes.io/instance"])
+    try:
+        await open_gate(runtime_of(memo), body, declared_topics.get(key, []), declared_channels.get(key, []))
+    except REACH_ERRORS as e:
+        logger.info(f"topology gate of {body['metadata']['name']} stays closed for now: {e}")

@@ -1,0 +1,55 @@
+"""NsqTopic and NsqChannel handlers: thin wrappers around reconcile.topology."""
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from ..reconcile.topology import NotYet, delete_topology, reconcile_topology
+from ..runtime import runtime_of
+from ..status import conditions
+from ..topology.removal import Refused
+from ..topology.wishes import BadSpec
+from .cluster import _write
+
+
+async def topology_changed(body: kopf.Body, patch: kopf.Patch, memo: Any, **_: Any) -> None:
+    rt = runtime_of(memo)
+    try:
+        result = await reconcile_topology(rt, body)
+    except BadSpec as e:
+        _write(patch, body, {}, conditions.degraded("InvalidSpec", str(e)))
+        raise kopf.PermanentError(f"invalid spec: {e}") from None
+    except NotYet as e:
+        _write(patch, body, {}, conditions.progressing("Waiting", str(e)))
+        raise kopf.TemporaryError(str(e), delay=rt.intervals.retry) from None
+    _write(patch, body, result.status, result.verdict)
+    if not result.verdict.ready:
+        raise kopf.TemporaryError(result.verdict.message, delay=rt.intervals.retry)
+
+
+async def topology_tick(body: kopf.Body, patch: kopf.Patch, memo: Any, **_: Any) -> None:
+    """Periodic: put back what vanished or was flipped by hand, count messages, and act
+    on empty requests."""
+    try:
+        result = await reconcile_topology(runtime_of(memo), body)
+    except BadSpec as e:
+        _write(patch, body, {}, conditions.degraded("InvalidSpec", str(e)))
+        return
+    except NotYet as e:
+        _write(patch, body, {}, conditions.progressing("Waiting", str(e)))
+        return
+    _write(patch, body, result.status, result.verdict)
+
+
+async def topology_deleted(body: kopf.Body, patch: kopf.Patch, memo: Any, **_: Any) -> None:
+    rt = runtime_of(memo)
+    try:
+        await delete_topology(rt, body)
+    except BadSpec:
+        return  # it never reached any nsqd under a valid name
+    except Refused as e:
+        _write(patch, body, {}, conditions.degraded("DeletionRefused", str(e)))
+        raise kopf.TemporaryError(str(e), delay=rt.intervals.retry) from None
+    except NotYet as e:
+        raise kopf.TemporaryError(str(e), delay=rt.intervals.retry) from None

@@ -1,0 +1,45 @@
+"""Reading the pods of a cluster and setting the operator's readiness-gate condition."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..builders import labels
+from ..constants import TOPOLOGY_READY_CONDITION
+from ..models.cluster import ClusterRef
+from ..status.conditions import now
+from .client import STRATEGIC_MERGE_PATCH, KubeApi
+
+
+def condition(pod: dict[str, Any], type_: str) -> bool:
+    return any(c.get("type") == type_ and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    return condition(pod, "Ready")
+
+
+def is_serving(pod: dict[str, Any]) -> bool:
+    """The container answers its probe: the operator can talk to it, clients maybe not yet."""
+    return condition(pod, "ContainersReady") and not pod["metadata"].get("deletionTimestamp")
+
+
+def topology_ready(pod: dict[str, Any]) -> bool:
+    return condition(pod, TOPOLOGY_READY_CONDITION)
+
+
+def ordinal(pod: dict[str, Any]) -> int:
+    return int(pod["metadata"]["name"].rsplit("-", 1)[-1])
+
+
+async def component_pods(api: KubeApi, cluster: ClusterRef, component: str) -> list[dict[str, Any]]:
+    pods = await api.list("Pod", cluster.namespace, labels.selector(cluster, component))
+    return sorted(pods, key=ordinal)
+
+
+async def mark_topology_ready(api: KubeApi, pod: dict[str, Any]) -> None:
+    meta = pod["metadata"]
+    gate = {"type": TOPOLOGY_READY_CONDITION, "status": "True", "reason": "TopologyCreated",
+            "message": "every declared topic and channel exists on this nsqd", "lastTransitionTime": now()}
+    await api.patch("Pod", meta["namespace"], meta["name"], {"status": {"conditions": [gate]}}, "status",
+                    STRATEGIC_MERGE_PATCH)  # merges by condition type, leaving the kubelet's alone

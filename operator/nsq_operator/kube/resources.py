@@ -1,0 +1,38 @@
+"""Where each kind the operator touches lives in the Kubernetes API."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..constants import API_VERSION
+
+
+@dataclass(frozen=True)
+class Kind:
+    api_version: str
+    plural: str
+
+    @property
+    def prefix(self) -> str:
+        return f"/api/{self.api_version}" if "/" not in self.api_version else f"/apis/{self.api_version}"
+
+    def url(self, namespace: str, name: str | None = None, subresource: str | None = None) -> str:
+        url = f"{self.prefix}/namespaces/{namespace}/{self.plural}"
+        if name is not None:
+            url += f"/{name}"
+        if subresource is not None:
+            url += f"/{subresource}"
+        return url
+
+
+KINDS: dict[str, Kind] = {
+    "ConfigMap": Kind("v1", "configmaps"),
+    "Service": Kind("v1", "services"),
+    "ServiceAccount": Kind("v1", "serviceaccounts"),
+    "Pod": Kind("v1", "pods"),
+    "PersistentVolumeClaim": Kind("v1", "persistentvolumeclaims"),
+    "StatefulSet": Kind("apps/v1", "statefulsets"),
+    "PodDisruptionBudget": Kind("policy/v1", "poddisruptionbudgets"),
+    "NsqCluster": Kind(API_VERSION, "nsqclusters"),
+    "NsqTopic": Kind(API_VERSION, "nsqtopics"),
+    "NsqChannel": Kind(API_VERSION, "nsqchannels"),
+}

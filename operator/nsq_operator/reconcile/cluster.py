@@ -1,0 +1,116 @@
+"""One pass over an NsqCluster: apply what the builders say, hand every nsqd the current
+lookupd list, and report pods ready and registered."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from pydantic import ValidationError
+
+from nsq_client.admin import LookupdAdmin, NsqdAdmin
+
+from ..builders import build_cluster, labels, names
+from ..kube.apply import apply
+from ..kube.pods import component_pods, is_ready, is_serving, topology_ready
+from ..models import ComponentStatus, NsqCluster, NsqClusterStatus, NsqdStatus
+from ..runtime import Runtime
+from ..status import conditions
+from ..status.errors import describe
+from ..topology.wishes import BadSpec, ChannelWish, TopicWish
+from .gate import REACH_ERRORS, open_gate
+
+
+@dataclass(frozen=True)
+class ClusterPass:
+    status: dict[str, Any]
+    verdict: conditions.Verdict
+
+
+def parse(body: Any) -> NsqCluster:
+    try:
+        return NsqCluster.from_body(body)
+    except ValidationError as e:
+        raise BadSpec(describe(e)) from None
+
+
+async def sync_lookupd_list(rt: Runtime, cluster: NsqCluster, nsqd_pods: list[dict[str, Any]]) -> list[str]:
+    """Tell every answering nsqd the lookupds of the spec, live (no restart); returns the
+    pods that could not be told."""
+    wanted = [rt.endpoints.lookupd_tcp(cluster.ref, pod) for pod in names.lookupd_pods(cluster)]
+    missed = []
+    for pod in nsqd_pods:
+        name = pod["metadata"]["name"]
+        if not is_serving(pod):
+            continue  # it reads the ConfigMap's list when it starts
+        admin = NsqdAdmin(rt.endpoints.nsqd_http(cluster.ref, name), session=rt.http)
+        try:
+            if sorted(await admin.get_config("nsqlookupd_tcp_addresses") or []) != sorted(wanted):
+                await admin.set_config("nsqlookupd_tcp_addresses", wanted)
+        except REACH_ERRORS:
+            missed.append(name)
+    return missed
+
+
+async def registered_everywhere(rt: Runtime, cluster: NsqCluster, lookupd_pods: list[dict[str, Any]],
+                                nsqds: list[str]) -> bool:
+    """Every listed nsqd is a producer in every lookupd of the spec."""
+    expected = {names.nsqd_broadcast_address(cluster, pod) for pod in nsqds}
+    serving = [p for p in lookupd_pods if is_serving(p)]
+    if len(serving) < cluster.spec.lookupd.replicas:
+        return False
+    for pod in serving:
+        admin = LookupdAdmin(rt.endpoints.lookupd_http(cluster.ref, pod["metadata"]["name"]), session=rt.http)
+        try:
+            known = {p.get("broadcast_address") for p in await admin.nodes()}
+        except REACH_ERRORS:
+            return False
+        if not expected <= known:
+            return False
+    return True
+
+
+async def open_gates(rt: Runtime, nsqd_pods: list[dict[str, Any]], topics: Iterable[TopicWish],
+                     channels: Iterable[ChannelWish]) -> list[str]:
+    """Prepare every answering nsqd whose readiness gate is still closed; returns the pods
+    whose gate opened (the others stay not Ready and are tried again next pass)."""
+    opened = []
+    for pod in nsqd_pods:
+        if is_serving(pod) and not topology_ready(pod):
+            try:
+                await open_gate(rt, pod, topics, channels)
+            except REACH_ERRORS:
+                continue
+            opened.append(pod["metadata"]["name"])
+    return opened
+
+
+async def reconcile_cluster(rt: Runtime, body: Any, topics: Iterable[TopicWish] = (),
+                            channels: Iterable[ChannelWish] = ()) -> ClusterPass:
+    cluster = parse(body)
+    for manifest in build_cluster(cluster):
+        await apply(rt.kube, manifest)
+    nsqd_pods = await component_pods(rt.kube, cluster.ref, labels.NSQD)
+    if await open_gates(rt, nsqd_pods, list(topics), list(channels)):
+        nsqd_pods = await component_pods(rt.kube, cluster.ref, labels.NSQD)
+    lookupd_pods = await component_pods(rt.kube, cluster.ref, labels.LOOKUPD)
+    missed = await sync_lookupd_list(rt, cluster, nsqd_pods)
+    ready_nsqds = [p["metadata"]["name"] for p in nsqd_pods if is_ready(p)]
+    ready_lookupds = [p for p in lookupd_pods if is_ready(p)]
+    registered = await registered_everywhere(rt, cluster, lookupd_pods, ready_nsqds)
+    status = NsqClusterStatus(
+        observed_generation=cluster.generation or None,
+        nsqd=NsqdStatus(replicas=len(nsqd_pods), ready_replicas=len(ready_nsqds),
+                        selector=labels.selector_string(cluster, labels.NSQD), registered_in_all_lookupds=registered,
+                        lookupd_addresses=names.lookupd_tcp_addresses(cluster)),
+        lookupd=ComponentStatus(replicas=len(lookupd_pods), ready_replicas=len(ready_lookupds),
+                                selector=labels.selector_string(cluster, labels.LOOKUPD)),
+    )
+    want_nsqd, want_lookupd = cluster.spec.nsqd.replicas, cluster.spec.lookupd.replicas
+    summary = (f"{len(ready_nsqds)}/{want_nsqd} nsqd ready, {len(ready_lookupds)}/{want_lookupd} nsqlookupd ready, "
+               f"{'all' if registered else 'not all'} nsqds registered in every nsqlookupd")
+    if missed:
+        summary += f"; lookupd list not yet delivered to {', '.join(missed)}"
+    done = (len(ready_nsqds) == want_nsqd and len(nsqd_pods) == want_nsqd and len(ready_lookupds) == want_lookupd
+            and len(lookupd_pods) == want_lookupd and registered and not missed)
+    verdict = conditions.ready(summary) if done else conditions.progressing("PodsNotReady", summary)
+    return ClusterPass(status.wire(), verdict)

@@ -1,0 +1,29 @@
+"""A new nsqd gets every declared topic and channel before its readiness gate opens, so
+no channel misses a topic's first messages on it."""
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Iterable
+
+import aiohttp
+
+from nsq_client.admin import NsqdAdmin
+from nsq_client.errors import NsqClientError
+
+from ..kube.pods import mark_topology_ready
+from ..models.cluster import ClusterRef
+from ..runtime import Runtime
+from ..topology.converge import prepare_node
+from ..topology.nodes import Node
+from ..topology.wishes import ChannelWish, TopicWish
+
+# what failing to reach an nsqd or nsqlookupd looks like
+REACH_ERRORS = (NsqClientError, aiohttp.ClientError, asyncio.TimeoutError, OSError)
+
+
+async def open_gate(rt: Runtime, pod: Any, topics: Iterable[TopicWish], channels: Iterable[ChannelWish]) -> None:
+    meta = pod["metadata"]
+    cluster = ClusterRef(meta["labels"]["app.kubernetes.io/instance"], meta["namespace"])
+    node = Node(meta["name"], NsqdAdmin(rt.endpoints.nsqd_http(cluster, meta["name"]), session=rt.http))
+    await prepare_node(node, sorted(topics, key=lambda t: t.topic), sorted(channels, key=lambda c: (c.topic, c.channel)))
+    await mark_topology_ready(rt.kube, dict(pod))

@@ -1,0 +1,103 @@
+"""One pass over an NsqTopic or NsqChannel: converge every answering nsqd of its cluster,
+act once on an empty request, report counts per node; and the deletion per policy."""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from ..constants import EMPTY_REQUEST_ANNOTATION
+from ..models import NodeCounts, TopologyStatus
+from ..models.cluster import ClusterRef
+from ..runtime import Runtime
+from ..status import conditions
+from ..topology.converge import converge_channel, converge_topic
+from ..topology.nodes import Fleet, Node, lookupd_admins, nsqd_fleet
+from ..topology.removal import remove_channel, remove_topic
+from ..topology.wishes import ChannelWish, TopicWish, channel_spec, channel_wish, topic_spec, topic_wish
+from .gate import REACH_ERRORS
+
+
+class NotYet(Exception):
+    """Something to wait for (a cluster, a pod); retried with backoff."""
+
+
+@dataclass(frozen=True)
+class TopologyPass:
+    status: dict[str, Any]
+    verdict: conditions.Verdict
+
+
+Wish = TopicWish | ChannelWish
+
+
+async def _fleet(rt: Runtime, wish: Wish) -> Fleet:
+    if await rt.kube.get("NsqCluster", wish.namespace, wish.cluster) is None:
+        raise NotYet(f"NsqCluster {wish.cluster} does not exist in namespace {wish.namespace}")
+    return await nsqd_fleet(rt.kube, rt.endpoints, rt.http, ClusterRef(wish.cluster, wish.namespace))
+
+
+async def _on_every_node(fleet: Fleet, act: Callable[[Node], Awaitable[NodeCounts]]) -> tuple[list[NodeCounts], list[str]]:
+    results = await asyncio.gather(*(act(node) for node in fleet.nodes), return_exceptions=True)
+    counts = [r for r in results if isinstance(r, NodeCounts)]
+    failed = [node.pod for node, r in zip(fleet.nodes, results) if not isinstance(r, NodeCounts)]
+    for r in results:
+        if isinstance(r, BaseException) and not isinstance(r, REACH_ERRORS):
+            raise r
+    return counts, failed + fleet.unreachable
+
+
+async def _empty(fleet: Fleet, wish: Wish) -> None:
+    for node in fleet.nodes:
+        if isinstance(wish, TopicWish):
+            await node.admin.empty_topic(wish.topic)
+        else:
+            await node.admin.empty_channel(wish.topic, wish.channel)
+
+
+async def reconcile_topology(rt: Runtime, body: Any) -> TopologyPass:
+    wish: Wish = topic_wish(body) if body["kind"] == "NsqTopic" else channel_wish(body)
+    converge = converge_topic if isinstance(wish, TopicWish) else converge_channel
+    fleet = await _fleet(rt, wish)
+    previous = dict(body.get("status") or {})
+    emptied = previous.get("emptiedRequest")
+    requested = (body["metadata"].get("annotations") or {}).get(EMPTY_REQUEST_ANNOTATION)
+    counts, missing = await _on_every_node(fleet, lambda node: converge(node, wish))  # type: ignore[arg-type]
+    if requested and requested != emptied and not missing and fleet.nodes:
+        await _empty(fleet, wish)
+        emptied = requested
+        counts, missing = await _on_every_node(fleet, lambda node: converge(node, wish))  # type: ignore[arg-type]
+    status = TopologyStatus(
+        name=wish.topic if isinstance(wish, TopicWish) else wish.channel,
+        observed_generation=body["metadata"].get("generation"),
+        depth=sum(c.depth for c in counts), in_flight=sum(c.in_flight for c in counts),
+        nodes=sorted(counts, key=lambda c: c.pod), emptied_request=emptied)
+    if missing:
+        verdict = conditions.progressing("NodesUnreachable", f"not yet on {', '.join(sorted(missing))}")
+    elif not fleet.nodes:
+        verdict = conditions.progressing("NoNsqd", f"NsqCluster {wish.cluster} has no nsqd answering yet")
+    elif requested and requested != emptied:
+        verdict = conditions.progressing("EmptyPending", "emptying waits for every nsqd to answer")
+    else:
+        verdict = conditions.ready(f"on {len(counts)} nsqd")
+    return TopologyPass(status.wire(), verdict)
+
+
+async def delete_topology(rt: Runtime, body: Any) -> None:
+    """Per the deletion policy; raises Refused (messages would be lost) or NotYet."""
+    is_topic = body["kind"] == "NsqTopic"
+    spec = topic_spec(body) if is_topic else channel_spec(body)
+    if spec.deletion_policy == "Retain":
+        return
+    wish: Wish = topic_wish(body) if is_topic else channel_wish(body)
+    if await rt.kube.get("NsqCluster", wish.namespace, wish.cluster) is None:
+        return  # the cluster and its nsqds are gone already
+    cluster = ClusterRef(wish.cluster, wish.namespace)
+    fleet = await nsqd_fleet(rt.kube, rt.endpoints, rt.http, cluster)
+    if fleet.unreachable:
+        raise NotYet(f"waiting for {', '.join(fleet.unreachable)} to answer before deleting")
+    lookupds = [admin for _, admin in await lookupd_admins(rt.kube, rt.endpoints, rt.http, cluster)]
+    if isinstance(wish, TopicWish):
+        await remove_topic(fleet.nodes, lookupds, cluster, wish, spec.delete_with_messages)
+    else:
+        await remove_channel(fleet.nodes, lookupds, wish, spec.delete_with_messages)

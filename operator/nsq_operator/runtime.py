@@ -1,0 +1,58 @@
+"""What every handler shares: how to reach pods, the Kubernetes connection, one HTTP
+session for nsqd/nsqlookupd, and the intervals of the periodic checks."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import kopf
+
+from .endpoints import Endpoints, PodDnsEndpoints
+from .kube.client import KubeApi
+
+
+@dataclass(frozen=True)
+class Intervals:
+    cluster_status: float = 10.0  # cluster status, lookupd list and drift of owned objects
+    topology: float = 10.0  # topic and channel drift on every nsqd
+    retry: float = 5.0  # delay of TemporaryError retries
+    http_timeout: float = 5.0
+
+
+@dataclass
+class Runtime:
+    endpoints: Endpoints = field(default_factory=PodDnsEndpoints)
+    intervals: Intervals = field(default_factory=Intervals)
+    connection: kopf.ConnectionInfo | None = None
+    _kube: KubeApi | None = None
+    _http: aiohttp.ClientSession | None = None
+
+    @property
+    def kube(self) -> KubeApi:
+        if self._kube is None:
+            if self.connection is None:
+                raise RuntimeError("not logged in to Kubernetes yet")
+            self._kube = KubeApi(self.connection)
+        return self._kube
+
+    @property
+    def http(self) -> aiohttp.ClientSession:
+        if self._http is None or self._http.closed:
+            self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.intervals.http_timeout))
+        return self._http
+
+    async def close(self) -> None:
+        if self._kube is not None:
+            await self._kube.close()
+            self._kube = None
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
+
+
+def runtime_of(memo: Any) -> Runtime:
+    rt = getattr(memo, "runtime", None)
+    if not isinstance(rt, Runtime):
+        raise RuntimeError("the operator was started without a Runtime in its memo")
+    return rt

@@ -1,0 +1,1 @@
+"""Status helpers: conditions with stable transition times, field-naming error messages."""

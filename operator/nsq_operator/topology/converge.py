@@ -1,0 +1,48 @@
+"""Bring one nsqd in line with one topic or channel wish, and report its numbers."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..models import NodeCounts
+from .nodes import Node
+from .stats import channel_of, topic_stats
+from .wishes import ChannelWish, TopicWish
+
+
+def _sum(channels: list[dict[str, Any]], key: str) -> int:
+    return sum(int(c.get(key, 0)) for c in channels)
+
+
+async def converge_topic(node: Node, wish: TopicWish) -> NodeCounts:
+    topic = await topic_stats(node.admin, wish.topic)
+    if topic is None:
+        await node.admin.create_topic(wish.topic)
+        topic = await topic_stats(node.admin, wish.topic) or {}
+    if bool(topic.get("paused")) != wish.paused:
+        await (node.admin.pause_topic(wish.topic) if wish.paused else node.admin.unpause_topic(wish.topic))
+    channels = topic.get("channels") or []
+    return NodeCounts(pod=node.pod, depth=int(topic.get("depth", 0)), in_flight=_sum(channels, "in_flight_count"),
+                      deferred=_sum(channels, "deferred_count"), paused=wish.paused)
+
+
+async def converge_channel(node: Node, wish: ChannelWish) -> NodeCounts:
+    channel = channel_of(await topic_stats(node.admin, wish.topic), wish.channel)
+    if channel is None:
+        await node.admin.create_channel(wish.topic, wish.channel)  # creates the topic too
+        channel = channel_of(await topic_stats(node.admin, wish.topic), wish.channel) or {}
+    if bool(channel.get("paused")) != wish.paused:
+        if wish.paused:
+            await node.admin.pause_channel(wish.topic, wish.channel)
+        else:
+            await node.admin.unpause_channel(wish.topic, wish.channel)
+    return NodeCounts(pod=node.pod, depth=int(channel.get("depth", 0)), in_flight=int(channel.get("in_flight_count", 0)),
+                      deferred=int(channel.get("deferred_count", 0)), paused=wish.paused)
+
+
+async def prepare_node(node: Node, topics: list[TopicWish], channels: list[ChannelWish]) -> None:
+    """Everything declared for the cluster, on one nsqd: topics first, then channels, so
+    a topic's first message already finds every channel."""
+    for topic in topics:
+        await converge_topic(node, topic)
+    for channel in channels:
+        await converge_channel(node, channel)

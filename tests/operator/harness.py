@@ -1,0 +1,184 @@
+"""Runs the operator under test: KMock's emulator and the test kubelet in a child process,
+kopf on the test's event loop, talking over HTTP like in a cluster. The kubelet publishes
+which process serves which pod in an address book file; the operator's test resolver and
+the tests read it."""
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, Awaitable, Callable, TypeVar
+
+import aiohttp
+import kmock
+import kopf
+
+from nsq_operator.handlers import build_registry
+from nsq_operator.runtime import Intervals, Runtime
+from tests.operator.emulator import KubeEmulator
+from tests.operator.kubelet import AddressBook, FakeKubelet, KubeletEndpoints
+from tests.servers import http
+
+T = TypeVar("T")
+FAST = Intervals(cluster_status=1.0, topology=1.0, retry=0.5, http_timeout=3.0)
+PLURALS = {"NsqCluster": "nsqclusters", "NsqTopic": "nsqtopics", "NsqChannel": "nsqchannels"}
+
+
+def _backstage_main(root: str, namespace: str, pipe: Connection) -> None:
+    """The cluster side, in a process of its own (its own GIL): emulator + kubelet."""
+    async def main() -> None:
+        async with KubeEmulator() as emulator, kmock.Server(emulator) as server:
+            kubelet = FakeKubelet(str(server.url), namespace, Path(root))
+            await kubelet.start()
+            pipe.send(str(server.url).rstrip("/"))
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, pipe.recv)  # the stop word
+            finally:
+                errors = [repr(e) for e in kubelet.errors[-5:]]
+                await kubelet.stop()
+                pipe.send(errors)
+    asyncio.run(main())
+
+
+class Backstage:
+    """Runs the cluster side in a child process and tells where its API server listens."""
+
+    def __init__(self, root: Path, namespace: str) -> None:
+        self.root, self.namespace = root, namespace
+        self.url = ""
+        self.kubelet_errors: list[str] = []
+        self._pipe, child = multiprocessing.Pipe()
+        self._process = multiprocessing.get_context("spawn").Process(
+            target=_backstage_main, args=(str(root), namespace, child), daemon=True)
+
+    def start(self) -> "Backstage":
+        self._process.start()
+        if not self._pipe.poll(30):
+            self._process.kill()
+            raise RuntimeError("the emulator did not start")
+        self.url = self._pipe.recv()
+        return self
+
+    def stop(self) -> None:
+        try:
+            self._pipe.send("stop")
+            if self._pipe.poll(60):
+                self.kubelet_errors = self._pipe.recv()
+        finally:
+            self._process.join(10)
+            if self._process.is_alive():
+                self._process.kill()
+
+
+class OperatorUnderTest:
+    def __init__(self, backstage: Backstage, namespace: str) -> None:
+        self.backstage = backstage
+        self.namespace = namespace
+        self.pods = AddressBook(backstage.root)
+        self.api = backstage.url
+        self.session = aiohttp.ClientSession()
+        self._stop = asyncio.Event()
+        self._ignored: set[asyncio.Task[Any]] = set()
+        self._runner: asyncio.Task[None] | None = None
+        self.runtime = Runtime(endpoints=KubeletEndpoints(self.pods), intervals=FAST,
+                               connection=kopf.ConnectionInfo(server=self.api, insecure=True))
+
+    async def start(self) -> None:
+        self._ignored.update(asyncio.all_tasks())
+        ready = asyncio.Event()
+        settings = kopf.OperatorSettings()
+        settings.watching.server_timeout = 30
+        settings.networking.error_backoffs = [0.1, 0.2, 0.5]
+        tasks = await kopf.spawn_tasks(registry=build_registry(FAST), memo=kopf.Memo(runtime=self.runtime),
+                                       settings=settings, standalone=True, clusterwide=True,  # KMock cannot serve /api/v1/namespaces
+                                       stop_flag=self._stop, ready_flag=ready)
+        self._runner = asyncio.create_task(kopf.run_tasks(tasks, ignored=self._ignored))
+        await asyncio.wait_for(ready.wait(), 20)
+
+    async def stop(self) -> None:
+        current = asyncio.current_task()
+        if current is not None:
+            self._ignored.add(current)  # kopf cancels every task it does not know at exit
+        self._stop.set()
+        if self._runner is not None:
+            await asyncio.wait_for(self._runner, 30)
+        await self.session.close()
+
+    # -- the API, as kubectl would use it --------------------------------------------------
+    def _path(self, kind: str, name: str | None = None, subresource: str | None = None) -> str:
+        path = f"{self.api}/apis/nsq.dev/v1alpha1/namespaces/{self.namespace}/{PLURALS[kind]}"
+        return path + (f"/{name}" if name else "") + (f"/{subresource}" if subresource else "")
+
+    async def _call(self, method: str, url: str, body: Any = None, content_type: str = "application/json") -> Any:
+        async with self.session.request(method, url, json=body, headers={"Content-Type": content_type}) as r:
+            if r.status == 404:
+                return None
+            assert r.status < 400, (method, url, r.status, await r.text())
+            return await r.json()
+
+    async def create(self, kind: str, name: str, spec: dict[str, Any], annotations: dict[str, str] | None = None) -> Any:
+        meta: dict[str, Any] = {"name": name, "namespace": self.namespace}
+        if annotations:
+            meta["annotations"] = annotations
+        return await self._call("POST", self._path(kind),
+                                {"apiVersion": "nsq.dev/v1alpha1", "kind": kind, "metadata": meta, "spec": spec})
+
+    async def get(self, kind: str, name: str) -> Any:
+        return await self._call("GET", self._path(kind, name))
+
+    async def patch(self, kind: str, name: str, patch: dict[str, Any]) -> Any:
+        return await self._call("PATCH", self._path(kind, name), patch, "application/merge-patch+json")
+
+    async def delete(self, kind: str, name: str) -> Any:
+        return await self._call("DELETE", self._path(kind, name))
+
+    async def core(self, path: str) -> Any:
+        return await self._call("GET", f"{self.api}{path}")
+
+    async def condition(self, kind: str, name: str, type_: str) -> dict[str, Any] | None:
+        obj = await self.get(kind, name)
+        conditions = ((obj or {}).get("status") or {}).get("conditions") or []
+        return next((c for c in conditions if c["type"] == type_), None)
+
+    async def until(self, probe: Callable[[], Awaitable[T]], timeout: float = 20.0, what: str = "condition") -> T:
+        """Poll ``probe`` until it returns something truthy (AssertionError counts as not yet)."""
+        deadline = time.monotonic() + timeout
+        last: BaseException | None = None
+        while time.monotonic() < deadline:
+            try:
+                value = await probe()
+                if value:
+                    return value
+            except AssertionError as e:
+                last = e
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"{what} not met within {timeout}s (last: {last!r})")
+
+    async def ready(self, kind: str, name: str, timeout: float = 20.0) -> dict[str, Any]:
+        async def probe() -> dict[str, Any] | None:
+            obj = await self.get(kind, name)
+            status = (obj or {}).get("status") or {}
+            c = next((c for c in status.get("conditions") or [] if c["type"] == "Ready"), None)
+            current = status.get("observedGeneration") == obj["metadata"]["generation"] if obj else False
+            return obj if c and c["status"] == "True" and current else None
+        return await self.until(probe, timeout, f"{kind} {name} Ready")
+
+    # -- the real processes behind the pods ----------------------------------------------
+    def pod_json(self, pod: str, path: str) -> Any:
+        status, body = http("GET", self.pods.http(pod) + path)
+        assert status == 200, (pod, path, status, body)
+        return json.loads(body)
+
+    def pod_call(self, pod: str, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        return http(method, self.pods.http(pod) + path, body)
+
+    def topic_on(self, pod: str, topic: str) -> dict[str, Any] | None:
+        stats = self.pod_json(pod, f"/stats?format=json&topic={topic}")
+        return next((t for t in stats["topics"] if t["topic_name"] == topic), None)
+
+    def channel_on(self, pod: str, topic: str, channel: str) -> dict[str, Any] | None:
+        found = self.topic_on(pod, topic)
+        return next((c for c in found["channels"] if c["channel_name"] == channel), None) if found else None
