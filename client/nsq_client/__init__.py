@@ -18,7 +18,6 @@ from .errors import (
     AdminError,
     ConnectionClosedError,
     IdentifyError,
-    LookupdError,
     NotConnectedError,
     NsqClientError,
     ProducerStoppedError,
@@ -35,7 +34,7 @@ from .version import __version__
 __all__ = [
     "AdminError", "BackoffStrategy", "Config", "Connection", "ConnectionClosedError",
     "ConnectionDelegate", "Consumer", "ConsumerStats", "ExponentialStrategy", "FullJitterStrategy",
-    "GiveUpHook", "Handler", "IdentifyError", "LookupdAdmin", "LookupdError", "Message",
+    "GiveUpHook", "Handler", "IdentifyError", "LookupdAdmin", "Message",
     "MessageAlreadyAnsweredError", "NotConnectedError", "NsqClientError", "NsqdAdmin", "NsqdNode",
     "Producer", "ProducerPool", "ProducerStoppedError", "PublishError", "ServerError",
     "__version__", "run_until_signalled", "stop_on_signals",

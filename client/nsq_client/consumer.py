@@ -123,10 +123,9 @@ class Consumer(ConnectionDelegate):
         """Connect and subscribe to the nsqd at ``host:port``; if the connection is lost
         later it is re-established with backoff. Raises if the first attempt fails."""
         self._check_can_connect()
+        if address not in self._conns and address not in self._connecting:
+            await self._open(address)
         self._static.add(address)
-        if address in self._conns or address in self._connecting:
-            return
-        await self._open(address)
 
     async def connect_to_nsqds(self, addresses: Iterable[str]) -> None:
         await asyncio.gather(*(self.connect_to_nsqd(a) for a in addresses))

@@ -41,10 +41,6 @@ class PublishError(NsqClientError):
         self.causes = causes
 
 
-class LookupdError(NsqClientError):
-    """A lookupd query failed (unreachable, bad status or a body that is not lookupd's)."""
-
-
 class AdminError(NsqClientError):
     """An nsqd/nsqlookupd HTTP API call answered with an error status."""
 

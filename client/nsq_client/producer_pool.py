@@ -49,6 +49,7 @@ class ProducerPool:
         self._stopped = False
         self._lookupds = list(lookupd_addresses)
         self._poller: LookupdPoller | None = None
+        self._removals: set[asyncio.Future[None]] = set()
         for address in nsqd_addresses:
             self._add(address, static=True)
         if not self._nodes and not self._lookupds:
@@ -79,7 +80,9 @@ class ProducerPool:
         for node in list(self._nodes.values()):
             if not node.static and node.address not in listed:
                 log.info("pool: removing %s (no longer listed by lookupd)", node.address)
-                asyncio.ensure_future(self._remove(node))
+                task = asyncio.ensure_future(self._remove(node))
+                self._removals.add(task)
+                task.add_done_callback(self._removals.discard)
 
     async def connect(self) -> None:
         """Connect to every known node now (a node that refuses is marked down and probed)

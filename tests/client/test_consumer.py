@@ -11,7 +11,7 @@ from nsq_client import Config, Consumer, Message, MessageAlreadyAnsweredError, P
 from tests.client.conftest import StartNsqd
 from tests.client.helpers import channel_stats, eventually
 from tests.client.wire import RecordingProxy
-from tests.servers import HOST, Nsqd
+from tests.servers import HOST, Nsqd, free_port
 
 Handler = Callable[[Message], Awaitable[None]]
 
@@ -206,6 +206,40 @@ async def test_a_consumer_reconnects_to_an_nsqd_that_restarts(start_nsqd: StartN
         await eventually(lambda: consumer.connections, timeout=10, message="reconnected")
         await publish(nsqd, topic, [b"after"])
         await eventually(lambda: got == [b"before", b"after"])
+    finally:
+        await consumer.stop()
+
+
+async def test_disconnecting_from_an_nsqd_closes_gracefully_for_good(shared_nsqd: Nsqd, topic: str) -> None:
+    proxy = await RecordingProxy(HOST, shared_nsqd.tcp_port).start()
+
+    async def handler(message: Message) -> None:
+        pass
+
+    consumer = await start_consumer(proxy.address, topic, handler, Config(backoff_multiplier=0.01))
+    try:
+        with pytest.raises(ValueError, match="not connected"):
+            await consumer.disconnect_from_nsqd(shared_nsqd.tcp_address)
+        await consumer.disconnect_from_nsqd(proxy.address)
+        assert consumer.connections == [] and proxy.connections[0].names()[-1] == "CLS"
+        await publish(shared_nsqd, topic, [b"nobody listens"])
+        stats = await channel_stats(shared_nsqd, topic, "ch")
+        assert stats is not None and stats["client_count"] == 0 and stats["depth"] == 1
+        assert len(proxy.connections) == 1  # and it did not come back
+    finally:
+        await consumer.stop()
+        await proxy.close()
+
+
+async def test_a_first_connection_that_fails_raises(shared_nsqd: Nsqd) -> None:
+    async def handler(message: Message) -> None:
+        pass
+
+    consumer = Consumer("topic", "ch", Config(dial_timeout=1), handler=handler)
+    try:
+        with pytest.raises(OSError):
+            await consumer.connect_to_nsqd(f"{HOST}:{free_port()}")
+        assert consumer.connections == []
     finally:
         await consumer.stop()
 
