@@ -5,6 +5,12 @@ delivered message sits in the in-flight queue until FIN, REQ or its timeout; REQ
 delay and DPUB park messages in the deferred queue. Delivery is pushed: whenever a
 message or a consumer's capacity appears, ``pump`` hands messages to ready consumers in
 turn.
+
+Durable mode (a ``DurableDiskQueue`` backend): new messages, deferred ones included, go
+straight to disk; a message read from disk keeps its entry's token while it is in
+flight, requeued (in memory) or deferred, and the entry is acknowledged only at FIN.
+The ``deferrals`` store remembers due times so a deferred message read back from disk
+waits its remaining time.
 """
 from __future__ import annotations
 
@@ -18,6 +24,8 @@ from typing import TYPE_CHECKING, Callable
 from nsq_protocol.names import is_ephemeral
 
 from .backend import Backend
+from .deferrals import DeferralStore
+from .durable_queue import DurableDiskQueue
 from .e2e_latency import LatencyWindow
 from .message import MAX_ATTEMPTS, Message
 from .pqueue import DeferredQueue, InFlightQueue
@@ -34,12 +42,16 @@ class ChannelError(Exception):
 
 class Channel:
     def __init__(self, topic_name: str, name: str, backend: Backend, *, mem_queue_size: int,
-                 max_msg_timeout: float,
+                 max_msg_timeout: float, deferrals: DeferralStore | None = None,
                  on_ephemeral_empty: Callable[["Channel"], None] | None = None) -> None:
         self.topic_name = topic_name
         self.name = name
         self.ephemeral = is_ephemeral(name)
         self.backend = backend
+        self.deferrals = deferrals
+        self._durable = backend if isinstance(backend, DurableDiskQueue) else None
+        if self._durable is not None:
+            self._durable.on_readable = self._schedule_pump
         self.mem_queue_size = mem_queue_size
         self.max_msg_timeout = max_msg_timeout
         self._on_ephemeral_empty = on_ephemeral_empty
@@ -83,10 +95,16 @@ class Channel:
 
     def put_deferred(self, msg: Message, delay: float) -> None:
         self.message_count += 1
-        self.deferred.push(msg, time.monotonic() + delay)
+        if self._durable is not None and self.deferrals is not None:
+            # on disk before the publisher hears OK; read back into the deferred queue
+            self.deferrals.record(msg.id, time.time() + delay)
+            self._durable.put(msg.encode())
+        else:
+            self.deferred.push(msg, time.monotonic() + delay)
 
     def _enqueue(self, msg: Message) -> None:
-        if len(self.memory) < self.mem_queue_size:
+        # a message read from a durable queue is still on disk: it stays in memory
+        if msg.disk_token is not None or len(self.memory) < self.mem_queue_size:
             self.memory.append(msg)
         else:
             self.backend.put(msg.encode())
@@ -98,15 +116,38 @@ class Channel:
             return self.memory.popleft()
         self._from_backend = False
         if backend.depth:
-            data = backend.get()
-            if data is not None:
-                try:
-                    return Message.decode(data)
-                except Exception as e:  # a corrupt entry must not stop delivery
-                    log.error("CHANNEL(%s:%s): dropping undecodable message from disk: %s",
-                              self.topic_name, self.name, e)
-                    return None
+            return self._read_backend()
         return self.memory.popleft() if self.memory else None
+
+    def _read_backend(self) -> Message | None:
+        """The next message from disk; None when there is none to deliver right now (it
+        was undecodable, or it is deferred and went to the deferred queue)."""
+        durable = self._durable
+        token: int | None = None
+        if durable is not None:
+            entry = durable.get_entry()
+            if entry is None:
+                return None
+            data, token = entry
+        else:
+            data = self.backend.get()
+            if data is None:
+                return None
+        try:
+            msg = Message.decode(data)
+        except Exception as e:  # a corrupt entry must not stop delivery
+            log.error("CHANNEL(%s:%s): dropping undecodable message from disk: %s",
+                      self.topic_name, self.name, e)
+            if durable is not None and token is not None:
+                durable.ack(token)
+            return None
+        msg.disk_token = token
+        if self.deferrals is not None:
+            left = self.deferrals.remaining(msg.id)
+            if left > 0:
+                self.deferred.push(msg, time.monotonic() + left)
+                return None
+        return msg
 
     # -- consumers ------------------------------------------------------------
     def add_client(self, client: "ClientConn") -> None:
@@ -168,6 +209,10 @@ class Channel:
     def finish(self, client_id: int, msg_id: bytes) -> Message:
         msg = self._owned(client_id, msg_id)
         self.in_flight.remove(msg_id)
+        if msg.disk_token is not None and self._durable is not None:
+            self._durable.ack(msg.disk_token)
+        if self.deferrals is not None:
+            self.deferrals.forget(msg_id)
         if self.e2e_latency is not None:
             self.e2e_latency.add(time.time() - msg.timestamp / 1e9)
         return msg
@@ -178,6 +223,8 @@ class Channel:
         self.requeue_count += 1
         if delay > 0:
             self.deferred.push(msg, time.monotonic() + delay)
+            if self._durable is not None and self.deferrals is not None:
+                self.deferrals.record(msg_id, time.time() + delay)
         else:
             self._enqueue(msg)
 
@@ -221,6 +268,8 @@ class Channel:
         self.in_flight.clear()
         self.deferred.clear()
         self.backend.empty()
+        if self.deferrals is not None:
+            self.deferrals.clear()
         for client in self.clients.values():
             client.empty_in_flight()
 
@@ -230,15 +279,31 @@ class Channel:
 
     def persist(self) -> int:
         """Write everything this channel holds (queued, in flight, deferred) to the backend,
-        in that order, and close it. Returns how many messages were written."""
+        in that order, deferred ones with their due times, and close it. Returns how many
+        messages were written.
+
+        In durable mode what it holds is still on disk, uncommitted; it is written again
+        at the end and everything read is committed, so a clean restart brings back each
+        message once."""
         self.exiting = True
         pending = list(self.memory)
         self.memory.clear()
         pending += sorted(self.in_flight.clear(), key=lambda m: m.delivered_at)
-        pending += sorted(self.deferred.clear(), key=lambda m: m.deadline)
-        if pending:
-            self.backend.put_many([m.encode() for m in pending])
-        self.backend.close()
+        deferred = sorted(self.deferred.clear(), key=lambda m: m.deadline)
+        if deferred and self.deferrals is not None:
+            wall_now, now = time.time(), time.monotonic()
+            for msg in deferred:
+                self.deferrals.record(msg.id, wall_now + max(0.0, msg.deadline - now))
+        pending += deferred
+        try:
+            if pending:
+                self.backend.put_many([m.encode() for m in pending])
+            if self._durable is not None:
+                self._durable.ack_all_read()
+        finally:
+            if self.deferrals is not None:
+                self.deferrals.close()
+            self.backend.close()
         return len(pending)
 
     def delete(self) -> None:
@@ -248,6 +313,8 @@ class Channel:
         self.in_flight.clear()
         self.deferred.clear()
         self.backend.delete()
+        if self.deferrals is not None:
+            self.deferrals.delete()
 
     def __repr__(self) -> str:
         return f"Channel({self.topic_name}:{self.name})"

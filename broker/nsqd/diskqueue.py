@@ -37,6 +37,26 @@ class DiskQueueError(Exception):
     """A put, sync or close that could not be done (bad size, I/O error, queue closed)."""
 
 
+def write_metadata_file(path: Path, encoded: bytes) -> None:
+    """Replace ``path`` atomically: temporary file, fsync, rename."""
+    temp = path.with_name(f"{path.name}.{random.getrandbits(62)}.tmp")
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            if os.write(fd, encoded) != len(encoded):
+                raise OSError(f"short write to {temp}")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+    except OSError as error:
+        try:
+            temp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise DiskQueueError(f"persisting metadata {path} failed: {error}") from error
+
+
 @dataclass(frozen=True, slots=True)
 class _Metadata:
     depth: int
@@ -228,7 +248,7 @@ class DiskQueue:
         Damaged segments are set aside and skipped; this never raises for them.
         """
         self._ensure_open()
-        while not self._reader_caught_up():
+        while not self._nothing_to_read():
             try:
                 payload = self._read_next()
             except _CorruptSegment as damage:
@@ -251,12 +271,12 @@ class DiskQueue:
         self._read_file = self._write_file
         self._read_pos = 0
         self._depth = 0
-        self.sync()
+        self._flush_to_disk()
 
     def sync(self) -> None:
         """Flush the write segment to disk and persist the metadata."""
         self._ensure_open()
-        self._sync()
+        self._flush_to_disk()
 
     def sync_if_due(self, now: float) -> None:
         """Sync if anything changed since the last sync and that was ``sync_timeout`` ago.
@@ -276,7 +296,7 @@ class DiskQueue:
         if self._closed:
             return
         try:
-            self._sync()
+            self._flush_to_disk()
         finally:
             self._close_reader()
             self._close_writer()
@@ -484,6 +504,10 @@ class DiskQueue:
     def _reader_caught_up(self) -> bool:
         return (self._read_file, self._read_pos) >= (self._write_file, self._write_pos)
 
+    def _nothing_to_read(self) -> bool:
+        """Hook: whether ``get`` has nothing to return now."""
+        return self._reader_caught_up()
+
     def _read_next(self) -> bytes | None:
         """The next payload; None when only moving past the end of a finished segment."""
         try:
@@ -514,10 +538,14 @@ class DiskQueue:
         self._read_pos = pos + _ENTRY_LENGTH.size + length
         self._depth = max(0, self._depth - 1)
         self._dirty = True
+        self._entry_consumed(pos)
         if self._read_file < self._write_file and self._read_pos >= end:
             self._finish_read_segment()
         self._correct_depth_when_caught_up()
         return payload
+
+    def _entry_consumed(self, start_pos: int) -> None:
+        """Hook: the entry at ``start_pos`` of the read segment was just read."""
 
     def _open_reader(self) -> _SegmentReader:
         if self._reader is None:
@@ -565,17 +593,25 @@ class DiskQueue:
                 self._name, bad_path, self._segment_path(next_file),
             )
         else:
-            set_aside = bad_path.with_name(bad_path.name + ".bad")
             self._log.warning(
                 "DISKQUEUE(%s): %s in segment %s; set aside as %s, moving to the next segment",
-                self._name, damage, bad_path, set_aside,
+                self._name, damage, bad_path, self._set_aside_path(bad_file),
             )
-            self._rename(bad_path, set_aside)
             next_file = bad_file + 1
+        self._leave_damaged_segment(bad_file, next_file, set_aside=not damage.missing)
         self._read_file = next_file
         self._read_pos = 0
         self._correct_depth_when_caught_up()
         self._sync_quietly()
+
+    def _set_aside_path(self, file_num: int) -> Path:
+        path = self._segment_path(file_num)
+        return path.with_name(path.name + ".bad")
+
+    def _leave_damaged_segment(self, bad_file: int, next_file: int, *, set_aside: bool) -> None:
+        """The reader gives up on ``bad_file`` for ``next_file``: keep the file for a human."""
+        if set_aside:
+            self._rename(self._segment_path(bad_file), self._set_aside_path(bad_file))
 
     def _correct_depth_when_caught_up(self) -> None:
         if self._reader_caught_up():
@@ -606,6 +642,11 @@ class DiskQueue:
             self._sync_quietly()
 
     def _sync(self) -> None:
+        """Make what was written durable; a subclass may leave that to someone else."""
+        self._flush_to_disk()
+
+    def _flush_to_disk(self) -> None:
+        """fsync the write segment and persist the metadata, now."""
         if self._writer_fd is not None:
             try:
                 os.fsync(self._writer_fd)
@@ -624,26 +665,11 @@ class DiskQueue:
         except DiskQueueError as error:
             self._log.error("DISKQUEUE(%s): sync failed: %s", self._name, error)
 
+    def _current_metadata(self) -> _Metadata:
+        return _Metadata(self._depth, self._read_file, self._read_pos, self._write_file, self._write_pos)
+
     def _persist_metadata(self) -> None:
-        meta = _Metadata(self._depth, self._read_file, self._read_pos, self._write_file, self._write_pos)
-        path = self._meta_path()
-        temp = path.with_name(f"{path.name}.{random.getrandbits(62)}.tmp")
-        try:
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            try:
-                encoded = meta.encode()
-                if os.write(fd, encoded) != len(encoded):
-                    raise OSError(f"short write to {temp}")
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(temp, path)
-        except OSError as error:
-            try:
-                temp.unlink(missing_ok=True)
-            except OSError:
-                pass
-            raise DiskQueueError(f"persisting metadata {path} failed: {error}") from error
+        write_metadata_file(self._meta_path(), self._current_metadata().encode())
 
     # ---------------------------------------------------------------- helpers
 

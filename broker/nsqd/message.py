@@ -10,7 +10,7 @@ MAX_ATTEMPTS = 0xFFFF
 
 class Message:
     __slots__ = ("id", "body", "timestamp", "attempts", "defer", "client_id", "deadline",
-                 "delivered_at", "fifo")
+                 "delivered_at", "fifo", "disk_token")
 
     def __init__(self, msg_id: bytes, body: bytes, timestamp: int | None = None,
                  attempts: int = 0) -> None:
@@ -25,6 +25,8 @@ class Message:
         self.deadline = 0.0
         self.delivered_at = 0.0
         self.fifo: float | None = None
+        # durable mode: the entry this message was read from, acknowledged once it is done
+        self.disk_token: int | None = None
 
     def copy(self) -> "Message":
         twin = Message(self.id, self.body, self.timestamp, self.attempts)

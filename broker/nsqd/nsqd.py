@@ -25,7 +25,10 @@ from .backend import Backend, DiscardingBackend
 from .channel import Channel
 from .client_conn import ClientConn
 from .e2e_latency import LatencyWindow
+from .deferrals import DeferralStore, deferrals_path
 from .diskqueue import DiskQueue
+from .durable_queue import DurableDiskQueue
+from .group_commit import GroupCommitter, Syncable
 from .guid import GuidFactory
 from .http_api import HttpApi
 from .lookup import LookupdPeers
@@ -77,6 +80,8 @@ class NSQD:
             selection_count=options.queue_scan_selection_count,
             dirty_percent=options.queue_scan_dirty_percent)
         self.lookup: LookupdPeers | None = None
+        # durable mode (--sync-before-ack): publishes wait for a shared fsync round
+        self.committer = GroupCommitter(self._durable_files, logger=log) if options.sync_before_ack else None
         self._servers: list[asyncio.AbstractServer] = []
         self._runners: list[web.AppRunner] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -115,14 +120,41 @@ class NSQD:
         if ephemeral:
             return DiscardingBackend()
         o = self.options
-        return DiskQueue(name, self.data_path, max_bytes_per_file=o.max_bytes_per_file,
-                         min_msg_size=MESSAGE_OVERHEAD, max_msg_size=o.max_msg_size + MESSAGE_OVERHEAD,
-                         sync_every=o.sync_every, sync_timeout=o.sync_timeout, logger=log)
+        queue_type = DurableDiskQueue if o.sync_before_ack else DiskQueue
+        return queue_type(name, self.data_path, max_bytes_per_file=o.max_bytes_per_file,
+                          min_msg_size=MESSAGE_OVERHEAD, max_msg_size=o.max_msg_size + MESSAGE_OVERHEAD,
+                          sync_every=o.sync_every, sync_timeout=o.sync_timeout, logger=log)
+
+    def _deferrals(self, name: str, ephemeral: bool) -> DeferralStore | None:
+        if ephemeral:
+            return None
+        return DeferralStore(deferrals_path(self.data_path, name), journaled=self.options.sync_before_ack,
+                             logger=log)
+
+    def _mem_queue_size(self, ephemeral: bool) -> int:
+        return 0 if self.options.sync_before_ack and not ephemeral else self.options.mem_queue_size
+
+    def _durable_files(self) -> list[Syncable]:
+        files: list[Syncable] = []
+        for topic in self.topics.values():
+            for owner in (topic, *topic.channels.values()):
+                if isinstance(owner.backend, DurableDiskQueue):
+                    files.append(owner.backend)
+                if owner.deferrals is not None:
+                    files.append(owner.deferrals)
+        return files
+
+    def durable_barrier(self) -> Awaitable[None] | None:
+        """Durable mode: resolves once every message put so far is fsynced. None otherwise."""
+        return self.committer.barrier() if self.committer is not None else None
 
     def _new_channel(self, topic: Topic, name: str) -> Channel:
-        channel = Channel(topic.name, name, self._backend(f"{topic.name}:{name}", topic.ephemeral or is_ephemeral(name)),
-                          mem_queue_size=self.options.mem_queue_size,
+        queue_name = f"{topic.name}:{name}"
+        ephemeral = topic.ephemeral or is_ephemeral(name)
+        channel = Channel(topic.name, name, self._backend(queue_name, ephemeral),
+                          mem_queue_size=self._mem_queue_size(ephemeral),
                           max_msg_timeout=self.options.max_msg_timeout,
+                          deferrals=self._deferrals(queue_name, ephemeral),
                           on_ephemeral_empty=self._ephemeral_channel_empty)
         if self.options.e2e_processing_latency_percentiles:
             channel.e2e_latency = LatencyWindow(self.options.e2e_processing_latency_window_time)
@@ -132,8 +164,10 @@ class NSQD:
         topic = self.topics.get(name)
         if topic is not None:
             return topic
-        topic = Topic(name, self._backend(name, is_ephemeral(name)),
-                      mem_queue_size=self.options.mem_queue_size, channel_factory=self._new_channel,
+        ephemeral = is_ephemeral(name)
+        topic = Topic(name, self._backend(name, ephemeral),
+                      mem_queue_size=self._mem_queue_size(ephemeral), channel_factory=self._new_channel,
+                      deferrals=self._deferrals(name, ephemeral),
                       on_channel_added=self._channel_added, on_channel_removed=self._channel_removed,
                       on_ephemeral_empty=self._ephemeral_topic_empty)
         self.topics[name] = topic
@@ -363,7 +397,10 @@ class NSQD:
             http_timeout=self.options.http_client_request_timeout, logger=log)
         await self.lookup.start()
         self._tasks.append(loop.create_task(self.scanner.run()))
-        self._tasks.append(loop.create_task(self._sync_loop()))
+        if self.committer is not None:
+            self.committer.start()
+        else:
+            self._tasks.append(loop.create_task(self._sync_loop()))
         if self.options.statsd_address:
             self._tasks.append(loop.create_task(statsd.pusher_for(self).run()))
 
@@ -389,6 +426,12 @@ class NSQD:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.committer is not None:
+            try:
+                await self.committer.close()  # answers every publish already waiting for it
+            except Exception:
+                log.exception("DURABLE: final sync failed")
+            await asyncio.sleep(0)  # let those publishes write their OK before clients close
         self.persist_metadata()
         written = 0
         for topic in list(self.topics.values()):

@@ -57,6 +57,11 @@ class NsqdOptions(BaseModel):
     max_bytes_per_file: int = Field(104857600, gt=0, description="number of bytes per diskqueue file before rolling")
     sync_every: int = Field(2500, ge=1, description="number of messages per diskqueue fsync")
     sync_timeout: Duration = Field(2.0, gt=0, description="duration of time per diskqueue fsync")
+    sync_before_ack: bool = Field(
+        False, description="durable mode (beyond NSQ): answer PUB, MPUB, DPUB and HTTP publishes only "
+        "once the message is fsynced to disk (concurrent publishers share each fsync), and keep every "
+        "message on disk until it is FINed, so acknowledged messages survive kill -9; topics and "
+        "channels keep no memory queue (--mem-queue-size applies to ephemeral ones only)")
 
     queue_scan_interval: Duration = Field(0.1, gt=0, description="how often the queue scan loop samples channels")
     queue_scan_refresh_interval: Duration = Field(5.0, gt=0, description="how often the queue scan loop refreshes its channel list")

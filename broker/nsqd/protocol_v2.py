@@ -21,6 +21,8 @@ from nsq_protocol.frames import FRAME_ERROR, FRAME_RESPONSE, encode_frame
 from nsq_protocol.identify import IdentifyRequest, Negotiated, negotiate
 
 from .channel import ChannelError
+from .diskqueue import DiskQueueError
+from .group_commit import SyncError
 from .client_conn import ClientConn, ClientState
 from .compression import DeflateCodec, SnappyCodec
 
@@ -313,14 +315,17 @@ class V2Protocol(asyncio.Protocol):
         return self.nsqd.authorize(client, command, topic, channel)
 
     def _after_auth(self, command: str, topic: str, channel: str,
-                    then: Callable[[], bytes | None]) -> Response:
+                    then: Callable[[], Response]) -> Response:
         pending = self._check_auth(command, topic, channel)
         if pending is None:
             return then()
 
         async def run() -> bytes | None:
             await pending
-            return then()
+            result = then()
+            if isinstance(result, (bytes, type(None))):
+                return result
+            return await result
         return run()
 
     # -- consuming ------------------------------------------------------------
@@ -434,17 +439,32 @@ class V2Protocol(asyncio.Protocol):
         return None
 
     # -- publishing -----------------------------------------------------------
-    def _publish(self, command: str, topic_name: str, bodies: list[bytes], defer: float) -> bytes:
+    def _publish(self, command: str, topic_name: str, bodies: list[bytes], defer: float) -> Response:
         client = self.client
         assert client is not None
+        code = getattr(E, f"E_{command}_FAILED")
         topic = self.nsqd.get_topic(topic_name)
         if topic.exiting or self.nsqd.exiting:
-            raise ProtocolError(getattr(E, f"E_{command}_FAILED"), f"{command} failed: exiting")
-        for body in bodies:
-            msg = self.nsqd.new_message(body)
-            msg.defer = defer
-            topic.put(msg)
+            raise ProtocolError(code, f"{command} failed: exiting")
+        try:
+            for body in bodies:
+                msg = self.nsqd.new_message(body)
+                msg.defer = defer
+                topic.put(msg)
+        except DiskQueueError as e:
+            raise ProtocolError(code, f"{command} failed {e}") from None
         client.published(topic_name, len(bodies))
+        synced = self.nsqd.durable_barrier()
+        if synced is None:
+            return OK
+        return self._ok_once_synced(command, code, synced)
+
+    async def _ok_once_synced(self, command: str, code: str, synced: Awaitable[None]) -> bytes:
+        """Durable mode: OK only once the messages are fsynced (the next group commit)."""
+        try:
+            await synced
+        except SyncError as e:
+            raise ProtocolError(code, f"{command} failed {e}") from None
         return OK
 
     def _pub(self, cmd: Command) -> Response:

@@ -2,12 +2,18 @@
 
 While the topic is paused, has no channel yet, or has not started (a new topic first
 asks lookupd which channels to create), messages wait in the topic's own queue (memory,
-then backend) and flow to the channels once they can.
+then backend) and flow to the channels once they can. A deferred message (DPUB) that
+waits in the backend has its due time in ``deferrals``.
+
+Durable mode (a ``DurableDiskQueue`` backend, no memory queue): an entry read from the
+topic's queue is acknowledged as soon as it has been appended to every channel's queue;
+the group committer makes those appends durable before it persists that progress.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from typing import Callable, Iterable
 
@@ -15,6 +21,8 @@ from nsq_protocol.names import is_ephemeral
 
 from .backend import Backend
 from .channel import Channel
+from .deferrals import DeferralStore
+from .durable_queue import DurableDiskQueue
 from .message import Message
 
 log = logging.getLogger("nsqd")
@@ -25,12 +33,17 @@ FLUSH_BATCH = 512  # messages moved from the topic queue to channels per loop it
 class Topic:
     def __init__(self, name: str, backend: Backend, *, mem_queue_size: int,
                  channel_factory: Callable[["Topic", str], Channel],
+                 deferrals: DeferralStore | None = None,
                  on_channel_added: Callable[["Topic", Channel], None] | None = None,
                  on_channel_removed: Callable[["Topic", Channel], None] | None = None,
                  on_ephemeral_empty: Callable[["Topic"], None] | None = None) -> None:
         self.name = name
         self.ephemeral = is_ephemeral(name)
         self.backend = backend
+        self.deferrals = deferrals
+        self._durable = backend if isinstance(backend, DurableDiskQueue) else None
+        if self._durable is not None:
+            self._durable.on_readable = self._schedule_flush
         self.mem_queue_size = mem_queue_size
         self._channel_factory = channel_factory
         self._on_channel_added = on_channel_added
@@ -71,6 +84,8 @@ class Topic:
         if len(self.memory) < self.mem_queue_size:
             self.memory.append(msg)
         else:
+            if msg.defer > 0 and self.deferrals is not None:
+                self.deferrals.record(msg.id, time.time() + msg.defer)
             self.backend.put(msg.encode())
 
     def _fan_out(self, msg: Message) -> None:
@@ -97,21 +112,40 @@ class Topic:
             msg = self._next_queued()
             if msg is None:
                 return
+            token, msg.disk_token = msg.disk_token, None
             self._fan_out(msg)
+            if token is not None and self._durable is not None:
+                self._durable.ack(token)
             moved += 1
         if self.depth:
             self._schedule_flush()
 
     def _next_queued(self) -> Message | None:
         # the backend holds what overflowed earlier, so it goes first
+        durable = self._durable
         while self.backend.depth:
-            data = self.backend.get()
-            if data is None:
-                break
+            token: int | None = None
+            if durable is not None:
+                entry = durable.get_entry()
+                if entry is None:
+                    break
+                data, token = entry
+            else:
+                data = self.backend.get()
+                if data is None:
+                    break
             try:
-                return Message.decode(data)
+                msg = Message.decode(data)
             except Exception as e:
                 log.error("TOPIC(%s): dropping undecodable message from disk: %s", self.name, e)
+                if durable is not None and token is not None:
+                    durable.ack(token)
+                continue
+            msg.disk_token = token
+            if self.deferrals is not None:
+                msg.defer = self.deferrals.remaining(msg.id)
+                self.deferrals.forget(msg.id)
+            return msg
         return self.memory.popleft() if self.memory else None
 
     # -- lifecycle -------------------------------------------------------------
@@ -129,6 +163,8 @@ class Topic:
     def empty(self) -> None:
         self.memory.clear()
         self.backend.empty()
+        if self.deferrals is not None:
+            self.deferrals.clear()
 
     # -- channels --------------------------------------------------------------
     def get_channel(self, name: str) -> Channel:
@@ -156,10 +192,19 @@ class Topic:
         written = sum(ch.persist() for ch in self.channels.values())
         pending = list(self.memory)
         self.memory.clear()
-        if pending:
-            self.backend.put_many([m.encode() for m in pending])
-            written += len(pending)
-        self.backend.close()
+        try:
+            if pending:
+                if self.deferrals is not None:
+                    now = time.time()
+                    for msg in pending:
+                        if msg.defer > 0:
+                            self.deferrals.record(msg.id, now + msg.defer)
+                self.backend.put_many([m.encode() for m in pending])
+                written += len(pending)
+        finally:
+            if self.deferrals is not None:
+                self.deferrals.close()
+            self.backend.close()
         return written
 
     def delete(self) -> None:
@@ -169,6 +214,8 @@ class Topic:
         self.channels.clear()
         self.memory.clear()
         self.backend.delete()
+        if self.deferrals is not None:
+            self.deferrals.delete()
 
     def __repr__(self) -> str:
         return f"Topic({self.name})"
