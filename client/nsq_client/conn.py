@@ -29,6 +29,16 @@ log = logging.getLogger("nsq_client")
 READ_CHUNK = 256 * 1024
 
 
+def _local_address(local_addr: str | None) -> tuple[str, int] | None:
+    """``local_addr`` as ``host`` or ``host:port``, for binding the outgoing socket."""
+    if not local_addr:
+        return None
+    try:
+        return split_address(local_addr)
+    except ValueError:
+        return local_addr, 0
+
+
 class ConnectionDelegate:
     """What a connection reports to its owner; every method may be left as is."""
 
@@ -100,18 +110,16 @@ class Connection:
         if self._connected or self._closed.is_set():
             raise RuntimeError(f"{self} cannot connect twice")
         cfg = self.config
-        local = split_address(cfg.local_addr) if cfg.local_addr and ":" in cfg.local_addr else (
-            (cfg.local_addr, 0) if cfg.local_addr else None)
         try:
             async with asyncio.timeout(cfg.dial_timeout or None):
                 self._reader, self._writer = await asyncio.open_connection(
-                    self.host, self.port, local_addr=local, limit=READ_CHUNK)
+                    self.host, self.port, local_addr=_local_address(cfg.local_addr), limit=READ_CHUNK)
             self._write(MAGIC_V2 + cmd.identify(cfg.identify_body()))
             await self._negotiate()
         except BaseException as err:
             self._finalize(err)
             if isinstance(err, TimeoutError):
-                raise ConnectionClosedError(f"{self.address}: connect timed out") from err
+                raise ConnectionClosedError(f"{self.address}: timed out connecting or negotiating") from err
             raise
         self._connected = True
         self._read_task = asyncio.create_task(self._read_loop(), name=f"nsq-read-{self.address}")
@@ -142,7 +150,11 @@ class Connection:
             if not cfg.auth_secret:
                 raise IdentifyError(f"{self.address}: nsqd requires AUTH and no auth_secret is set")
             self._write(cmd.auth(cfg.auth_secret))
-            self.server_settings["auth"] = json.loads(await self._expect_response("AUTH"))
+            answer = await self._expect_response("AUTH")
+            try:
+                self.server_settings["auth"] = json.loads(answer)
+            except ValueError as err:
+                raise IdentifyError(f"{self.address}: AUTH answer is not JSON: {answer[:100]!r}") from err
 
     async def _upgrade_tls(self) -> None:
         assert self._writer is not None

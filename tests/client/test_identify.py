@@ -47,6 +47,19 @@ async def test_nsqd_sees_the_identity_the_config_gives(shared_nsqd: Nsqd, topic:
     assert client["sample_rate"] == 50
 
 
+async def test_local_addr_binds_the_outgoing_side(shared_nsqd: Nsqd, topic: str) -> None:
+    async def handler(message: Message) -> None:
+        pass
+
+    consumer = Consumer(topic, "ch", Config(local_addr="127.0.0.2"), handler=handler)
+    await consumer.connect_to_nsqd(shared_nsqd.tcp_address)
+    try:
+        stats = await eventually(lambda: channel_stats(shared_nsqd, topic, "ch"))
+    finally:
+        await consumer.stop()
+    assert stats["clients"][0]["remote_address"].startswith("127.0.0.2:")
+
+
 @pytest.fixture(scope="module")
 def auth_server() -> Iterator[AuthServer]:
     server = AuthServer().start()

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from nsq_client import Config, Consumer, LookupdAdmin, Message, Producer, ProducerPool
+from nsq_client import Config, Consumer, LookupdAdmin, Message, NsqdNode, Producer, ProducerPool
+from nsq_client.lookup import LookupdPoller, nodes_with_topic
 from tests.client.conftest import nsqd_starter
 from tests.client.helpers import channel_stats, eventually, topic_message_count
 from tests.conftest import Servers
@@ -142,3 +144,32 @@ async def test_the_pool_publishes_over_every_nsqd_lookupd_knows(lookupd_pair: tu
 
 async def _equals(value: "asyncio.Future[set[int]] | object", expected: set[int]) -> bool:
     return await value == expected  # type: ignore[misc]
+
+
+async def test_polls_follow_the_interval_after_a_random_start_offset(
+        lookupd_pair: tuple[Nsqlookupd, list[Nsqd]], topic: str) -> None:
+    lookupd, _ = lookupd_pair
+    interval = 0.2
+    config = Config(lookupd_poll_interval=interval, lookupd_poll_jitter=1.0)
+    rounds: list[list[float]] = [[] for _ in range(4)]
+    pollers = []
+    for times in rounds:
+        async def discover(admin: LookupdAdmin, times: list[float] = times) -> list[NsqdNode]:
+            times.append(time.monotonic())
+            return await nodes_with_topic(admin, topic)
+        poller = LookupdPoller(config, discover, lambda nodes: None)
+        poller.add(lookupd.http_address)
+        poller.start()
+        pollers.append(poller)
+    try:
+        await eventually(lambda: all(len(t) >= 3 for t in rounds), timeout=5, message="three rounds each")
+    finally:
+        for poller in pollers:
+            await poller.close()
+    offsets = []
+    for times in rounds:
+        first_gap, second_gap = times[1] - times[0], times[2] - times[1]
+        assert interval * 0.95 <= first_gap <= 2 * interval + 0.1  # interval plus up to one interval
+        assert interval * 0.95 <= second_gap <= interval + 0.1
+        offsets.append(first_gap - interval)
+    assert max(offsets) - min(offsets) > 0.01  # the pollers did not start in step
