@@ -26,9 +26,12 @@ async def converge_topic(node: Node, wish: TopicWish) -> NodeCounts:
 
 
 async def converge_channel(node: Node, wish: ChannelWish) -> NodeCounts:
-    channel = channel_of(await topic_stats(node.admin, wish.topic), wish.channel)
+    topic = await topic_stats(node.admin, wish.topic)
+    if topic is None:
+        await node.admin.create_topic(wish.topic)  # nsqd creates no topic for /channel/create
+    channel = channel_of(topic, wish.channel)
     if channel is None:
-        await node.admin.create_channel(wish.topic, wish.channel)  # creates the topic too
+        await node.admin.create_channel(wish.topic, wish.channel)
         channel = channel_of(await topic_stats(node.admin, wish.topic), wish.channel) or {}
     if bool(channel.get("paused")) != wish.paused:
         if wish.paused:
