@@ -38,9 +38,9 @@ class Producer(ConnectionDelegate):
         self.address = address
         self.config = (config or Config()).model_copy()
         self._conn: Connection | None = None
-        self._connect_lock = asyncio.Lock()
+        self._connecting: asyncio.Future[Connection] | None = None
+        self._backlog: list[tuple[bytes, asyncio.Future[None]]] = []  # waiting for the connection
         self._pending: set[asyncio.Future[None]] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
         self._stopped = False
 
     def __repr__(self) -> str:
@@ -70,17 +70,37 @@ class Producer(ConnectionDelegate):
         conn = self._conn
         if conn is not None and conn.is_connected:
             return conn
-        async with self._connect_lock:
-            conn = self._conn
-            if conn is not None and conn.is_connected:
-                return conn
+        return await asyncio.shield(self._start_connecting())
+
+    def _start_connecting(self) -> asyncio.Future[Connection]:
+        """One connection attempt at a time, however many publishes wait for it."""
+        if self._connecting is None:
+            self._connecting = asyncio.ensure_future(self._establish())
+            self._connecting.add_done_callback(_retrieve)
+        return self._connecting
+
+    async def _establish(self) -> Connection:
+        try:
             conn = Connection(self.address, self.config, self)
             await conn.connect()
             if self._stopped:
                 conn.close()
                 raise ProducerStoppedError(f"{self.address}: producer stopped")
-            self._conn = conn
-            return conn
+        except BaseException as err:
+            self._connecting = None
+            error = err if isinstance(err, Exception) else ProducerStoppedError(f"{self.address}: producer stopped")
+            waiting, self._backlog = self._backlog, []
+            for _, answer in waiting:
+                if not answer.done():
+                    answer.set_exception(error)
+            raise
+        self._connecting = None
+        self._conn = conn
+        waiting, self._backlog = self._backlog, []
+        for command, answer in waiting:  # in the order they were submitted
+            if not answer.done():
+                self._send(conn, command, answer)
+        return conn
 
     def on_close(self, conn: Connection, reason: BaseException | None) -> None:
         if self._conn is conn:
@@ -136,22 +156,9 @@ class Producer(ConnectionDelegate):
         if conn is not None and conn.is_connected:
             self._send(conn, command, answer)
         else:
-            task = asyncio.create_task(self._connect_and_send(command, answer))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._backlog.append((command, answer))
+            self._start_connecting()
         return answer
-
-    async def _connect_and_send(self, command: bytes, answer: asyncio.Future[None]) -> None:
-        try:
-            conn = await self._connection()
-        except BaseException as err:
-            if not answer.done():
-                answer.set_exception(err if isinstance(err, Exception) else ProducerStoppedError(str(err)))
-            if not isinstance(err, Exception):
-                raise
-            return
-        if not answer.done():
-            self._send(conn, command, answer)
 
     def _send(self, conn: Connection, command: bytes, answer: asyncio.Future[None]) -> None:
         try:
@@ -172,8 +179,9 @@ class Producer(ConnectionDelegate):
         for answer in list(self._pending):
             if not answer.done():
                 answer.set_exception(error)
-        for task in list(self._tasks):
-            task.cancel()
+        self._backlog = []
+        if self._connecting is not None:
+            self._connecting.cancel()
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
@@ -185,6 +193,12 @@ class Producer(ConnectionDelegate):
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
         await self.stop()
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    """Mark a connection attempt's failure as seen: the publishes it failed report it."""
+    if not future.cancelled():
+        future.exception()
 
 
 def _settle(reply: asyncio.Future[bytes], answer: asyncio.Future[Any]) -> None:

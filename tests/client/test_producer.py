@@ -168,11 +168,23 @@ async def test_publishes_fail_with_connection_closed_when_nsqd_goes_away(start_n
         assert not producer.is_connected
 
 
-async def test_publishes_submitted_before_the_connection_exists_are_all_sent(shared_nsqd: Nsqd,
-                                                                              topic: str) -> None:
+async def test_publishes_submitted_before_the_connection_exists_go_out_in_order(shared_nsqd: Nsqd,
+                                                                               topic: str) -> None:
+    bodies = [b"early-%05d" % i for i in range(3000)]
     async with Producer(shared_nsqd.tcp_address) as producer:
         assert not producer.is_connected
-        first = [producer.publish_nowait(topic, b"early-%d" % i) for i in range(20)]
-        await asyncio.gather(*first)
+        answers = [producer.publish_nowait(topic, body) for body in bodies]
+        await asyncio.gather(*answers)
         assert producer.is_connected
-    assert await topic_message_count(shared_nsqd, topic) == 20
+    got: list[bytes] = []
+
+    async def in_order(message: Message) -> None:
+        got.append(message.body)
+
+    consumer = Consumer(topic, "ordered", Config(max_in_flight=1), handler=in_order)
+    await consumer.connect_to_nsqd(shared_nsqd.tcp_address)
+    try:
+        await eventually(lambda: len(got) == len(bodies), timeout=20)
+    finally:
+        await consumer.stop()
+    assert got == bodies  # one connection, one memory queue, one message at a time: FIFO
