@@ -79,15 +79,15 @@ async def test_handlers_may_answer_later_themselves(shared_nsqd: Nsqd, topic: st
         await eventually(lambda: len(held) == 3, message="the requeued message comes back")
         assert held[2].body == b"b" and held[2].attempts == 2
         held[2].finish()
-        await eventually(lambda: _channel_settled(shared_nsqd, topic, finished=2, requeued=1))
+        await eventually(lambda: _channel_settled(shared_nsqd, topic, messages=2, requeued=1))
     finally:
         await consumer.stop()
 
 
-async def _channel_settled(nsqd: Nsqd, topic: str, finished: int, requeued: int) -> bool:
+async def _channel_settled(nsqd: Nsqd, topic: str, messages: int, requeued: int) -> bool:
     stats = await channel_stats(nsqd, topic, "ch")
     return bool(stats and stats["in_flight_count"] == 0 and stats["depth"] == 0
-                and stats["requeue_count"] == requeued and stats["message_count"] == finished)
+                and stats["requeue_count"] == requeued and stats["message_count"] == messages)
 
 
 async def test_touch_keeps_a_slow_message_from_timing_out(shared_nsqd: Nsqd, topic: str) -> None:
@@ -155,7 +155,7 @@ async def test_a_message_over_max_attempts_goes_to_the_give_up_hook_and_is_finis
     await consumer.connect_to_nsqd(shared_nsqd.tcp_address)
     try:
         await eventually(lambda: given_up, message="the give-up hook was called")
-        await eventually(lambda: _channel_settled(shared_nsqd, topic, finished=1, requeued=3))
+        await eventually(lambda: _channel_settled(shared_nsqd, topic, messages=1, requeued=3))
     finally:
         await consumer.stop()
     assert attempts_seen == [1, 2, 3]  # the handler never saw the fourth delivery
