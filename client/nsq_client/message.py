@@ -62,7 +62,8 @@ class Message:
 
     def requeue(self, delay: float | None = None, backoff: bool = True) -> None:
         """REQ: deliver again after ``delay`` seconds (default: ``default_requeue_delay``
-        times attempts, capped at ``max_requeue_delay``). ``backoff`` tells the consumer to
+        times attempts), never more than ``max_requeue_delay`` (nsqd would drop the
+        connection over a delay above its own maximum). ``backoff`` tells the consumer to
         slow down as for a failed message; ``False`` requeues without that signal."""
         if delay is not None and delay < 0:
             raise ValueError(f"requeue delay must be >= 0, got {delay}")

@@ -50,6 +50,7 @@ class ProducerPool:
         self._lookupds = list(lookupd_addresses)
         self._poller: LookupdPoller | None = None
         self._removals: set[asyncio.Future[None]] = set()
+        self._started: asyncio.Future[None] | None = None
         for address in nsqd_addresses:
             self._add(address, static=True)
         if not self._nodes and not self._lookupds:
@@ -86,12 +87,20 @@ class ProducerPool:
 
     async def connect(self) -> None:
         """Connect to every known node now (a node that refuses is marked down and probed)
-        and, with lookupds, discover nodes and keep polling."""
+        and, with lookupds, discover nodes and keep polling. Publishing does this itself
+        when it was not done before."""
+        if self._started is None:
+            self._started = asyncio.ensure_future(self._start())
+        await asyncio.shield(self._started)
+
+    async def _start(self) -> None:
         if self._lookupds and self._poller is None:
             self._poller = LookupdPoller(self.config, all_nodes, self._on_lookupd_nodes)
             for address in self._lookupds:
                 self._poller.add(address)
             found = await self._poller.poll()
+            if self._stopped:
+                return
             if found is not None:
                 self._on_lookupd_nodes(found)
             self._poller.start()
@@ -144,6 +153,8 @@ class ProducerPool:
     async def _publish(self, send: Send) -> None:
         if self._stopped:
             raise ProducerStoppedError("producer pool stopped")
+        if self._lookupds:
+            await self.connect()  # the first publish waits for discovery's first answer
         causes: dict[str, BaseException] = {}
         for node in self._candidates():
             if self._stopped:
@@ -186,6 +197,8 @@ class ProducerPool:
         if self._stopped:
             return
         self._stopped = True
+        if self._started is not None and not self._started.done():
+            self._started.cancel()
         if self._poller is not None:
             await self._poller.close()
         for node in list(self._nodes.values()):

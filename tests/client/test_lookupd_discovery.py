@@ -141,6 +141,15 @@ async def test_the_pool_publishes_over_every_nsqd_lookupd_knows(lookupd_pair: tu
             await pool.publish(topic, b"%d" % i)
         assert await topic_message_count(nsqds[2], topic) == 3
 
+    # without connect(), the first publishes wait for discovery's first answer
+    lazy = ProducerPool(lookupd_addresses=[lookupd.http_address])
+    try:
+        await asyncio.gather(*(lazy.publish(topic, b"lazy %d" % i) for i in range(6)))
+        assert len(lazy.nodes) == 3
+    finally:
+        await lazy.stop()
+    assert sum([await topic_message_count(n, topic) for n in nsqds]) == 10 + 9 + 6
+
 
 async def _equals(value: "asyncio.Future[set[int]] | object", expected: set[int]) -> bool:
     return await value == expected  # type: ignore[misc]

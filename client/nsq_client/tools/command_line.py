@@ -8,6 +8,7 @@ flag; a failure while running ends with status 1.
 from __future__ import annotations
 
 import asyncio
+import logging
 import platform
 import sys
 from typing import Callable, Coroutine, Sequence, TypeVar
@@ -63,7 +64,10 @@ def fail(program: str, message: str) -> int:
 
 
 def run(coro: Coroutine[object, object, T]) -> T:
-    """Run the tool's coroutine on uvloop when it is installed."""
+    """Run the tool's coroutine on uvloop when it is installed; the client's log lines
+    go to stderr (stdout is the tool's output)."""
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, datefmt="%Y/%m/%d %H:%M:%S",
+                        format="%(asctime)s %(levelname).3s %(message)s")
     try:
         import uvloop
     except ImportError:

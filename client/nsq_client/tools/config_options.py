@@ -23,18 +23,18 @@ def parse_config_options(values: Sequence[str], flag: str) -> dict[str, Any]:
     """``["max_attempts=10", "snappy"]`` -> ``{"max_attempts": "10", "snappy": True}``."""
     settings: dict[str, Any] = {}
     for value in values:
-        key = _key_of(value)
-        setting: Any = value[len(key):].lstrip()[1:] if len(key) < len(value.strip()) else True
+        key, setting = _split(value)
         if key not in Config.model_fields or key in _NOT_FROM_TEXT:
             raise FlagError(f"invalid value {value!r} for flag -{flag}: unknown option {key!r}")
         settings[key] = setting
     return settings
 
 
-def build_config(values: Sequence[str], flag: str, **overrides: Any) -> Config:
-    """A :class:`Config` from the passthrough values, then ``overrides`` (the tool's own
-    flags, which win as in NSQ's tools), checked as a whole."""
-    settings = {**parse_config_options(values, flag), **overrides}
+def build_config(values: Sequence[str], flag: str, *, defaults: dict[str, Any] | None = None,
+                 overrides: dict[str, Any] | None = None) -> Config:
+    """A :class:`Config` from the tool's ``defaults``, then the passthrough values, then
+    ``overrides`` (the tool's own flags, which win as in NSQ's tools), checked as a whole."""
+    settings = {**(defaults or {}), **parse_config_options(values, flag), **(overrides or {})}
     try:
         return Config(**settings)
     except ValidationError as err:
@@ -47,6 +47,13 @@ def build_config(values: Sequence[str], flag: str, **overrides: Any) -> Config:
         raise FlagError(f"invalid value {given!r} for flag -{flag}: {message}") from None
 
 
+def _split(value: str) -> tuple[str, Any]:
+    """Option names hold neither ``=`` nor ``,``: the first of them ends the name."""
+    cut = min((i for i in (value.find("="), value.find(",")) if i >= 0), default=-1)
+    if cut < 0:
+        return value.strip(), True
+    return value[:cut].strip(), value[cut + 1:]
+
+
 def _key_of(value: str) -> str:
-    cut = min((i for i in (value.find("="), value.find(",")) if i >= 0), default=len(value))
-    return value[:cut].strip()
+    return _split(value)[0]
