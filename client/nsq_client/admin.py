@@ -89,7 +89,7 @@ class _HttpApi:
         return True
 
     async def info(self) -> dict[str, Any]:
-        return await self._json("GET", "/info")
+        return dict(await self._json("GET", "/info"))
 
 
 def _error_code(body: bytes) -> str:
@@ -107,9 +107,9 @@ class NsqdAdmin(_HttpApi):
 
     async def stats(self, topic: str | None = None, channel: str | None = None, *,
                     include_clients: bool = True, include_mem: bool = False) -> dict[str, Any]:
-        return await self._json("GET", "/stats", {
+        return dict(await self._json("GET", "/stats", {
             "format": "json", "topic": topic, "channel": channel,
-            "include_clients": str(include_clients).lower(), "include_mem": str(include_mem).lower()})
+            "include_clients": str(include_clients).lower(), "include_mem": str(include_mem).lower()}))
 
     async def publish(self, topic: str, body: bytes, defer: float | None = None) -> None:
         params = {"topic": topic, "defer": None if defer is None else round(defer * 1000)}
@@ -164,7 +164,7 @@ class LookupdAdmin(_HttpApi):
     async def lookup(self, topic: str) -> dict[str, Any]:
         """``{"channels": [...], "producers": [{broadcast_address, tcp_port, ...}]}``;
         :class:`AdminError` 404 ``TOPIC_NOT_FOUND`` when no nsqd has the topic."""
-        return await self._json("GET", "/lookup", {"topic": topic})
+        return dict(await self._json("GET", "/lookup", {"topic": topic}))
 
     async def topics(self) -> list[str]:
         return list((await self._json("GET", "/topics")).get("topics") or [])

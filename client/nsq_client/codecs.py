@@ -35,13 +35,13 @@ class SnappyCodec:
 
     def encode(self, data: bytes) -> bytes:
         if len(data) <= self.CHUNK:
-            return self._compressor.add_chunk(data)
+            return bytes(self._compressor.add_chunk(data))
         view = memoryview(data)
         return b"".join(self._compressor.add_chunk(bytes(view[i:i + self.CHUNK]))
                         for i in range(0, len(data), self.CHUNK))
 
     def decode(self, data: bytes) -> bytes:
-        return self._decompressor.decompress(data)
+        return bytes(self._decompressor.decompress(data))
 
 
 def codec_for(snappy_on: bool, deflate_on: bool, deflate_level: int) -> StreamCodec | None:

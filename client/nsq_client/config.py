@@ -82,7 +82,7 @@ class Config(BaseModel):
     dial_timeout: Annotated[Seconds, _within(0, None, duration=True)] = 1.0
     read_timeout: Annotated[Seconds, _within(0.1, 5 * MINUTE, duration=True)] = 60.0
     write_timeout: Annotated[Seconds, _within(0.1, 5 * MINUTE, duration=True)] = 1.0
-    local_addr: str | None = Field(None, description="host or host:port to bind outgoing connections to")
+    local_addr: str | None = Field(default=None, description="host or host:port to bind outgoing connections to")
 
     # discovery
     lookupd_poll_interval: Annotated[Seconds, _within(0.01, 5 * MINUTE, duration=True)] = 60.0
@@ -118,13 +118,13 @@ class Config(BaseModel):
 
     # TLS: tls_context, when given, is used as is; otherwise one is built from the files
     tls_v1: bool = False
-    tls_context: ssl.SSLContext | None = Field(None, exclude=True)
+    tls_context: ssl.SSLContext | None = Field(default=None, exclude=True)
     tls_root_ca_file: str | None = None
     tls_insecure_skip_verify: bool = False
     tls_cert: str | None = None
     tls_key: str | None = None
     tls_min_version: TlsMinVersion = "tls1.2"
-    tls_server_name: str | None = Field(None, description="name to verify nsqd's certificate against "
+    tls_server_name: str | None = Field(default=None, description="name to verify nsqd's certificate against "
                                                           "(default: the host connected to)")
 
     # compression

@@ -195,20 +195,21 @@ class Consumer(ConnectionDelegate):
         task.add_done_callback(self._tasks.discard)
         return task
 
-    async def _open_discovered(self, address: str) -> None:
+    async def _dial(self, address: str) -> None:
+        """Connect to an nsqd lookupd listed; a failure waits for the next poll."""
         try:
             await self._open(address)
         except (OSError, NsqClientError, TimeoutError) as err:
             log.warning("(%s) connecting to a discovered nsqd failed: %s", address, err)
+        finally:
+            self._dialing.pop(address, None)
 
     def _on_lookupd_nodes(self, nodes: list[NsqdNode]) -> None:
         if self._stopping:
             return
         listed = {node.tcp_address for node in nodes}
         for address in listed - self._conns.keys() - self._connecting - self._dialing.keys():
-            task = self._spawn(self._open_discovered(address), f"nsq-connect-{address}")
-            self._dialing[address] = task
-            task.add_done_callback(lambda _, a=address: self._dialing.pop(a, None))
+            self._dialing[address] = self._spawn(self._dial(address), f"nsq-connect-{address}")
         for address in self._discovered - listed - self._static:
             conn = self._conns.get(address)
             if conn is not None:
@@ -335,6 +336,7 @@ class Consumer(ConnectionDelegate):
         self._rdy.close()
         for task in list(self._tasks):
             task.cancel()
+        self._dialing.clear()
         if self._redistribute_task is not None:
             self._redistribute_task.cancel()
         if self._poller is not None:

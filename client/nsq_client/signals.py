@@ -60,8 +60,12 @@ async def run_until_signalled(*stoppables: Stoppable,
                               signals: Sequence[signal.Signals] = DEFAULT_SIGNALS) -> signal.Signals:
     """Wait for one of ``signals``, stop every stoppable, and return the signal received."""
     done: asyncio.Future[signal.Signals] = asyncio.get_running_loop().create_future()
-    remove = stop_on_signals(*stoppables, signals=signals,
-                             on_done=lambda s: done.done() or done.set_result(s))
+
+    def stopped(received: signal.Signals) -> None:
+        if not done.done():
+            done.set_result(received)
+
+    remove = stop_on_signals(*stoppables, signals=signals, on_done=stopped)
     try:
         return await done
     finally:
