@@ -6,11 +6,12 @@ Same files and format as ``DiskQueue``. Reading hands out a token with each payl
 channel queues by its topic). Two cursors:
 
 * the read cursor, where the next ``get`` reads (kept in memory only);
-* the commit cursor, the start of the oldest entry read but not acknowledged. It is the
-  read position written to the metadata file, so after a crash everything from there is
-  read again; acknowledged entries that sat behind an unacknowledged one come back too
-  (duplicates, never losses). Segments are removed, and damaged ones set aside, only once
-  the commit cursor has left them.
+* the commit cursor, the start of the oldest entry read but not acknowledged (the read
+  cursor when there is none). It is the read position written to the metadata file, so
+  after a crash everything from there is read again; acknowledged entries that sat behind
+  an unacknowledged one come back too (duplicates, never losses). Segments are removed,
+  and damaged ones set aside, only once the commit cursor has left them. Only the
+  unacknowledged entries are remembered, so memory follows what the owner holds.
 
 Nothing is fsynced on the event loop as a side effect of put or get: the group committer
 collects a ``sync_job`` and fsyncs in a worker thread, data before metadata. Metadata is
@@ -28,6 +29,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+from collections import OrderedDict
 from typing import Any, Callable
 
 from .diskqueue import DiskQueue, _Metadata, write_metadata_file
@@ -39,16 +41,12 @@ _NEVER_AGAIN = 1 << 62  # metadata generation of a deleted queue: nothing may re
 
 class DurableDiskQueue(DiskQueue):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        # token -> (end file, end pos, is a message); a jump between segments is a
-        # pre-acknowledged pseudo entry so the commit cursor follows the reader across files
-        self._ends: dict[int, tuple[int, int, bool]] = {}
-        self._acked: set[int] = set()
-        self._first_token = 0
+        # token -> (file, pos) where the entry starts, for entries read and not yet
+        # acknowledged, oldest first: the first one is the commit cursor
+        self._unacked: OrderedDict[int, tuple[int, int]] = OrderedDict()
         self._next_token = 0
         self._last_token = -1
-        self._uncommitted = 0
-        self._commit_file = 0  # meaningful while _ends is not empty; else the read cursor
-        self._commit_pos = 0
+        self._kept_from_file = 0  # segments before this one are gone
         self._damaged: set[int] = set()  # segments to set aside once committed past
         self._unsynced_data = False
         self._entries_unsynced = 0  # appended since the last snapshot
@@ -64,6 +62,7 @@ class DurableDiskQueue(DiskQueue):
         self._metadata_written_at = 0.0
         super().__init__(*args, **kwargs)
         self._synced_file, self._synced_pos = self._write_file, self._write_pos  # all found was synced
+        self._kept_from_file = self._read_file
 
     @property
     def depth(self) -> int:
@@ -83,83 +82,66 @@ class DurableDiskQueue(DiskQueue):
 
     def ack(self, token: int) -> None:
         """The entry read with ``token`` is done with. Unknown or repeated tokens are ignored."""
-        if token not in self._ends or token in self._acked:
+        unacked = self._unacked
+        if token not in unacked:
             return
-        self._acked.add(token)
-        if token == self._first_token:
-            self._advance_commit()
+        oldest = next(iter(unacked)) == token
+        del unacked[token]
+        if oldest:
+            self._commit_moved()
 
     def ack_all_read(self) -> None:
         """Everything read so far is done with (its owner wrote what it still holds back)."""
-        self._acked.update(self._ends)
-        self._advance_commit()
+        self._unacked.clear()
+        self._commit_moved()
 
     @property
     def uncommitted(self) -> int:
         """Messages read but still behind the commit cursor (a crash brings them back)."""
-        return self._uncommitted
+        if not self._unacked:
+            return 0
+        return self._next_token - next(iter(self._unacked))
+
+    def _commit_position(self) -> tuple[int, int]:
+        if self._unacked:
+            return next(iter(self._unacked.values()))
+        return self._read_file, self._read_pos
 
     def _entry_consumed(self, start_pos: int) -> None:
-        if not self._ends:
-            self._commit_file, self._commit_pos = self._read_file, start_pos
         token = self._next_token
         self._next_token += 1
-        self._ends[token] = (self._read_file, self._read_pos, True)
-        self._uncommitted += 1
+        self._unacked[token] = (self._read_file, start_pos)
         self._last_token = token
 
-    def _reader_jumped(self, from_file: int, from_pos: int, to_file: int) -> None:
-        if not self._ends:
-            self._commit_file, self._commit_pos = from_file, from_pos
-        token = self._next_token
-        self._next_token += 1
-        self._ends[token] = (to_file, 0, False)
-        self._acked.add(token)
-        if token == self._first_token:
-            self._advance_commit()
-
-    def _advance_commit(self) -> None:
-        token = self._first_token
-        acked = self._acked
-        if token not in acked:
-            return
-        ends = self._ends
-        start_file = self._commit_file
-        end_file = end_pos = 0
-        while token in acked:
-            acked.remove(token)
-            end_file, end_pos, is_message = ends.pop(token)
-            if is_message:
-                self._uncommitted -= 1
-            token += 1
-        self._first_token = token
-        self._commit_file, self._commit_pos = end_file, end_pos
+    def _commit_moved(self) -> None:
         self._metadata_dirty = True
-        if end_file > start_file:
-            self._drop_committed_segments(start_file, end_file)
-
-    def _drop_committed_segments(self, first: int, stop: int) -> None:
-        for number in range(first, stop):
+        commit_file = self._commit_position()[0]
+        if commit_file <= self._kept_from_file:
+            return
+        for number in range(self._kept_from_file, commit_file):
             if number in self._damaged:
                 self._damaged.discard(number)
                 self._rename(self._segment_path(number), self._set_aside_path(number))
             else:
                 self._remove(self._segment_path(number))
+        self._kept_from_file = commit_file
 
     # ---------------------------------------------------------------- base class hooks
 
     def _finish_read_segment(self) -> None:
         self._close_reader()
-        finished, pos = self._read_file, self._read_pos
         self._read_file += 1
         self._read_pos = 0
-        self._reader_jumped(finished, pos, self._read_file)
+        self._commit_moved()
 
     def _leave_damaged_segment(self, bad_file: int, next_file: int, *, set_aside: bool) -> None:
         # entries read from it may still be unacknowledged: it must survive another crash
         if set_aside:
             self._damaged.add(bad_file)
-        self._reader_jumped(bad_file, self._read_pos, next_file)
+
+    def _skip_damaged_segment(self, damage: Any) -> None:
+        super()._skip_damaged_segment(damage)
+        self._commit_moved()
 
     def _readable_limit(self) -> tuple[int, int]:
         if self._synced_file == self._write_file:
@@ -192,10 +174,10 @@ class DurableDiskQueue(DiskQueue):
         self._metadata_dirty = True  # the group committer writes it, after the data
 
     def _current_metadata(self) -> _Metadata:
-        if not self._ends:
+        if not self._unacked:
             return super()._current_metadata()
-        return _Metadata(self._depth + self._uncommitted, self._commit_file, self._commit_pos,
-                         self._write_file, self._write_pos)
+        commit_file, commit_pos = self._commit_position()
+        return _Metadata(self._depth + self.uncommitted, commit_file, commit_pos, self._write_file, self._write_pos)
 
     def _persist_metadata(self) -> None:
         self._metadata_generation += 1
@@ -254,13 +236,11 @@ class DurableDiskQueue(DiskQueue):
     # ---------------------------------------------------------------- lifecycle
 
     def empty(self) -> None:
-        self._ends.clear()
-        self._acked.clear()
-        self._first_token = self._next_token
-        self._uncommitted = 0
+        self._unacked.clear()
         self._damaged.clear()
         self._entries_unsynced = 0
         super().empty()
+        self._kept_from_file = self._read_file
 
     def delete(self) -> None:
         with self._metadata_lock:
