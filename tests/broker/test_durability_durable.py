@@ -137,6 +137,21 @@ async def test_deferred_publish_survives_kill_9_and_keeps_its_delay(servers) -> 
         assert d.at >= sent_at + 3.0 - EARLY_TOLERANCE, "delivered before its delay ran out"
 
 
+async def test_deferred_publish_to_a_topic_without_channels_survives_kill_9(servers) -> None:
+    nsqd = servers.nsqd(sync_before_ack="true")
+    post(nsqd, "/topic/create?topic=jobs")
+    sent_at = time.time()
+    assert await dpub(nsqd.tcp_address, "jobs", 3000, [b"later"]) == [b"later"]
+    nsqd.kill()
+    nsqd.start()
+
+    consumer = await Consumer(nsqd.tcp_address, "jobs", "run").start()  # creates the channel
+    await consumer.wait_until(lambda: bool(consumer.deliveries), 15, "deferred message delivered")
+    await consumer.stop()
+    [delivery] = consumer.deliveries
+    assert delivery.body == b"later" and delivery.at >= sent_at + 3.0 - EARLY_TOLERANCE
+
+
 async def test_concurrent_publishers_all_acknowledged(servers) -> None:
     """Many connections publishing one message at a time: every OK means on disk."""
     nsqd = servers.nsqd(sync_before_ack="true")

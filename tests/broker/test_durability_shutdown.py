@@ -50,6 +50,23 @@ async def test_deferred_message_keeps_its_remaining_delay(servers) -> None:
 
 
 @pytest.mark.timeout(60)
+async def test_deferred_message_waiting_in_a_topic_without_channels_keeps_its_delay(servers) -> None:
+    nsqd = servers.nsqd(mem_queue_size=1)  # the second one overflows to the topic's disk queue
+    post(nsqd, "/topic/create?topic=jobs")
+    sent_at = time.time()
+    await dpub(nsqd.tcp_address, "jobs", 3000, [b"later-1", b"later-2"])
+    stop_cleanly(nsqd)
+    nsqd.start()
+
+    consumer = await Consumer(nsqd.tcp_address, "jobs", "run").start()  # creates the channel
+    await consumer.wait_until(lambda: len(consumer.deliveries) >= 2, 10, "deferred messages delivered")
+    await consumer.stop()
+    assert sorted(d.body for d in consumer.deliveries) == [b"later-1", b"later-2"]
+    for d in consumer.deliveries:
+        assert d.at >= sent_at + 3.0 - EARLY_TOLERANCE, "delivered before its delay ran out"
+
+
+@pytest.mark.timeout(60)
 async def test_in_flight_and_requeued_messages_come_back(servers) -> None:
     nsqd = servers.nsqd()
     post(nsqd, "/topic/create?topic=jobs")
