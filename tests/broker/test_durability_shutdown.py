@@ -97,6 +97,7 @@ async def test_in_flight_and_requeued_messages_come_back(servers) -> None:
 
 TOPICS = {"orders": ["archive", "billing"], "clicks": ["stats", "audit"], "alerts": ["pager"]}
 PAUSED = ("clicks", "audit")  # paused from the start until the very end
+PAUSED_TOPIC = ("alerts", {1, 2})  # paused during these lives: messages wait in the topic
 TOTAL = 50_000
 LIVES = 4  # three restarts
 REQ_DELAY_MS = 1500
@@ -158,6 +159,10 @@ async def test_every_message_survives_three_restarts(servers) -> None:
     per_topic = TOTAL // LIVES // len(TOPICS)
 
     for life in range(LIVES):
+        topic_paused = life in PAUSED_TOPIC[1]
+        alerts = nsqd.topic(PAUSED_TOPIC[0])
+        assert alerts is not None and alerts["paused"] == (life - 1 in PAUSED_TOPIC[1]), "pause not kept"
+        post(nsqd, f"/topic/{'pause' if topic_paused else 'unpause'}?topic={PAUSED_TOPIC[0]}")
         shares = {t: [b"%s-%d-%06d" % (t.encode(), life, i) for i in range(per_topic)] for t in TOPICS}
         results = await asyncio.gather(*(publish(nsqd.tcp_address, t, bodies, batch=250)
                                          for t, bodies in shares.items()))
@@ -174,6 +179,8 @@ async def test_every_message_survives_three_restarts(servers) -> None:
         consumers = [await Consumer(nsqd.tcp_address, t, c, rdy=300, decide=Decider(record)).start()
                      for (t, c), record in records.items() if (t, c) != PAUSED]
         for consumer in consumers:
+            if topic_paused and consumer.topic == PAUSED_TOPIC[0]:
+                continue
             record = records[consumer.topic, consumer.channel]
             target = len(published[consumer.topic]) * 6 // 10
             await consumer.wait_until(lambda r=record, c=consumer, n=target: len(r.seen) >= n and bool(c.held),
