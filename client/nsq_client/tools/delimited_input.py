@@ -1,8 +1,9 @@
 """Reading stdin as delimited records without blocking the event loop.
 
 Pipes, sockets and terminals are read through the loop (with its back-pressure: nothing
-is read ahead of what is consumed beyond the stream's buffer); a regular file never
-blocks, so it is read directly.
+is read ahead of what is consumed beyond the stream's buffer). Regular files and devices
+that are not terminals (``/dev/null``) never block and cannot be polled, so they are read
+directly.
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ class DelimitedRecords:
 
 async def read_chunks(source: BinaryIO) -> AsyncIterator[bytes]:
     fd = source.fileno()
-    if stat.S_ISREG(os.fstat(fd).st_mode):
+    if not _pollable(fd):
         while chunk := os.read(fd, CHUNK):
             yield chunk
         return
@@ -51,6 +52,11 @@ async def read_chunks(source: BinaryIO) -> AsyncIterator[bytes]:
     finally:
         transport.close()
         os.set_blocking(fd, was_blocking)  # a terminal is shared with the shell that started us
+
+
+def _pollable(fd: int) -> bool:
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
 
 
 async def read_records(source: BinaryIO, delimiter: bytes) -> AsyncIterator[bytes]:
