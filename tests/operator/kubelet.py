@@ -179,21 +179,17 @@ class FakeKubelet:
 
 
 class AddressBook:
-    """The test side's copy of the kubelet's address book (re-read when it changes)."""
+    """The test side's view of the kubelet's address book (read afresh each time: it is
+    tiny, and a cache keyed on file stamps can miss a rewrite within one clock tick)."""
 
     def __init__(self, root: Path) -> None:
         self.path = root / ADDRESS_BOOK
-        self._stamp: float = -1.0
-        self._book: dict[str, dict[str, Any]] = {}
 
     def pods(self) -> dict[str, dict[str, Any]]:
         try:
-            stamp = self.path.stat().st_mtime_ns
+            return dict(json.loads(self.path.read_text()))
         except FileNotFoundError:
             return {}
-        if stamp != self._stamp:
-            self._book, self._stamp = json.loads(self.path.read_text()), stamp
-        return self._book
 
     def http(self, pod: str) -> str:
         entry = self.pods().get(pod)

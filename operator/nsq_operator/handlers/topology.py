@@ -5,16 +5,18 @@ from typing import Any
 
 import kopf
 
+from ..reconcile.freshness import Superseded
 from ..reconcile.topology import NotYet, delete_topology, reconcile_topology
 from ..runtime import runtime_of
 from ..status import conditions
 from ..topology.removal import Refused
 from ..topology.wishes import BadSpec
-from .cluster import _write
+from .cluster import _write, snapshot
 
 
-async def topology_changed(body: kopf.Body, patch: kopf.Patch, memo: Any, **_: Any) -> None:
+async def topology_changed(body: Any, patch: kopf.Patch, memo: Any, **_: Any) -> None:
     rt = runtime_of(memo)
+    body = snapshot(body)
     try:
         result = await reconcile_topology(rt, body)
     except BadSpec as e:
@@ -23,14 +25,17 @@ async def topology_changed(body: kopf.Body, patch: kopf.Patch, memo: Any, **_: A
     except NotYet as e:
         _write(patch, body, {}, conditions.progressing("Waiting", str(e)))
         raise kopf.TemporaryError(str(e), delay=rt.intervals.retry) from None
+    except Superseded as e:
+        raise kopf.TemporaryError(str(e), delay=rt.intervals.retry) from None
     _write(patch, body, result.status, result.verdict)
     if not result.verdict.ready:
         raise kopf.TemporaryError(result.verdict.message, delay=rt.intervals.retry)
 
 
-async def topology_tick(body: kopf.Body, patch: kopf.Patch, memo: Any, **_: Any) -> None:
+async def topology_tick(body: Any, patch: kopf.Patch, memo: Any, **_: Any) -> None:
     """Periodic: put back what vanished or was flipped by hand, count messages, and act
     on empty requests."""
+    body = snapshot(body)
     try:
         result = await reconcile_topology(runtime_of(memo), body)
     except BadSpec as e:
@@ -39,11 +44,14 @@ async def topology_tick(body: kopf.Body, patch: kopf.Patch, memo: Any, **_: Any)
     except NotYet as e:
         _write(patch, body, {}, conditions.progressing("Waiting", str(e)))
         return
+    except Superseded:
+        return
     _write(patch, body, result.status, result.verdict)
 
 
-async def topology_deleted(body: kopf.Body, patch: kopf.Patch, memo: Any, **_: Any) -> None:
+async def topology_deleted(body: Any, patch: kopf.Patch, memo: Any, **_: Any) -> None:
     rt = runtime_of(memo)
+    body = snapshot(body)
     try:
         await delete_topology(rt, body)
     except BadSpec:

@@ -17,6 +17,7 @@ from ..runtime import Runtime
 from ..status import conditions
 from ..status.errors import describe
 from ..topology.wishes import BadSpec, ChannelWish, TopicWish
+from .freshness import ensure_current
 from .gate import REACH_ERRORS, open_gate
 
 
@@ -87,6 +88,7 @@ async def open_gates(rt: Runtime, nsqd_pods: list[dict[str, Any]], topics: Itera
 async def reconcile_cluster(rt: Runtime, body: Any, topics: Iterable[TopicWish] = (),
                             channels: Iterable[ChannelWish] = ()) -> ClusterPass:
     cluster = parse(body)
+    await ensure_current(rt.kube, body)
     for manifest in build_cluster(cluster):
         await apply(rt.kube, manifest)
     nsqd_pods = await component_pods(rt.kube, cluster.ref, labels.NSQD)

@@ -15,6 +15,7 @@ from ..topology.converge import converge_channel, converge_topic
 from ..topology.nodes import Fleet, Node, lookupd_admins, nsqd_fleet
 from ..topology.removal import remove_channel, remove_topic
 from ..topology.wishes import ChannelWish, TopicWish, channel_spec, channel_wish, topic_spec, topic_wish
+from .freshness import ensure_current
 from .gate import REACH_ERRORS
 
 
@@ -58,6 +59,7 @@ async def _empty(fleet: Fleet, wish: Wish) -> None:
 async def reconcile_topology(rt: Runtime, body: Any) -> TopologyPass:
     wish: Wish = topic_wish(body) if body["kind"] == "NsqTopic" else channel_wish(body)
     converge = converge_topic if isinstance(wish, TopicWish) else converge_channel
+    await ensure_current(rt.kube, body)
     fleet = await _fleet(rt, wish)
     previous = dict(body.get("status") or {})
     emptied = previous.get("emptiedRequest")
