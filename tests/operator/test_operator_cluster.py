@@ -104,3 +104,23 @@ async def test_bad_cluster_specs_are_degraded_naming_the_field(operator: Operato
     assert condition["reason"] == "InvalidSpec"
     assert field in condition["message"]
     assert await operator.core(f"/apis/apps/v1/namespaces/{NS}/statefulsets/{name}-nsqd") is None
+
+
+async def test_owned_objects_are_put_back_and_the_cluster_can_be_deleted(operator: OperatorUnderTest) -> None:
+    await operator.create("NsqCluster", "delta", {"nsqd": {"replicas": 0}, "lookupd": {"replicas": 1}})
+    await operator.ready("NsqCluster", "delta", timeout=40)
+    path = f"/api/v1/namespaces/{NS}/configmaps/delta-nsq-config"
+    original = (await operator.core(path))["data"]
+    async with operator.session.patch(operator.api + path, json={"data": {"nsqd.conf": "mem_queue_size = 1\n"}},
+                                      headers={"Content-Type": "application/merge-patch+json"}) as r:
+        assert r.status == 200
+
+    async def restored() -> bool:
+        return (await operator.core(path))["data"] == original
+    await operator.until(restored, 20, "ConfigMap put back")
+
+    await operator.delete("NsqCluster", "delta")
+
+    async def gone() -> bool:
+        return await operator.get("NsqCluster", "delta") is None
+    await operator.until(gone, 20, "NsqCluster deleted (children go by their owner references)")

@@ -1,0 +1,125 @@
+"""The operator's pure pieces: conditions, create-or-patch decisions, names and addresses,
+error messages, wishes, the TOML writer and the command line."""
+from __future__ import annotations
+
+import tomllib
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from nsq_operator.builders import toml
+from nsq_operator.cli import parser
+from nsq_operator.endpoints import PodDnsEndpoints
+from nsq_operator.kube.apply import apply, contains, updatable
+from nsq_operator.models import NsqClusterSpec
+from nsq_operator.models.cluster import ClusterRef
+from nsq_operator.status import conditions
+from nsq_operator.status.errors import describe
+from nsq_operator.topology.wishes import BadSpec, channel_wish, topic_wish
+
+
+def test_transition_time_moves_only_when_the_status_does() -> None:
+    first = conditions.conditions_for([], conditions.progressing("PodsNotReady", "0/3"), 1)
+    assert [c["type"] for c in first] == ["Ready", "Progressing", "Degraded"]
+    ready_at = first[0]["lastTransitionTime"]
+    again = conditions.set_condition(first, "Ready", "False", "PodsNotReady", "1/3", 2, at="2099-01-01T00:00:00Z")
+    ready = next(c for c in again if c["type"] == "Ready")
+    assert ready["lastTransitionTime"] == ready_at and ready["message"] == "1/3" and ready["observedGeneration"] == 2
+    flipped = conditions.set_condition(again, "Ready", "True", "Reconciled", "", 2, at="2099-01-01T00:00:00Z")
+    assert next(c for c in flipped if c["type"] == "Ready")["lastTransitionTime"] == "2099-01-01T00:00:00Z"
+
+
+def test_degraded_verdict() -> None:
+    verdict = conditions.degraded("InvalidSpec", "spec.nsqd.replicas: too small")
+    by_type = {c["type"]: c for c in conditions.conditions_for([], verdict, 3)}
+    assert by_type["Degraded"]["status"] == "True" and by_type["Degraded"]["message"] == "spec.nsqd.replicas: too small"
+    assert by_type["Ready"]["status"] == "False" and by_type["Progressing"]["status"] == "False"
+
+
+def test_validation_errors_name_every_field() -> None:
+    with pytest.raises(ValidationError) as caught:
+        NsqClusterSpec.model_validate({"nsqd": {"replicas": -1, "options": {"max-rdy-count": 0}}})
+    message = describe(caught.value)
+    assert "spec.nsqd.replicas" in message and "spec.nsqd.options.max-rdy-count" in message
+
+
+def test_contains_ignores_server_added_fields() -> None:
+    actual = {"spec": {"replicas": 3, "template": {"spec": {"containers": [{"name": "a", "image": "x", "tty": False}]}}},
+              "status": {}}
+    assert contains(actual, {"spec": {"replicas": 3, "template": {"spec": {"containers": [{"name": "a", "image": "x"}]}}}})
+    assert not contains(actual, {"spec": {"replicas": 4}})
+    assert not contains(actual, {"spec": {"template": {"spec": {"containers": []}}}})
+
+
+def test_statefulset_patches_leave_immutable_fields_out() -> None:
+    manifest = {"apiVersion": "apps/v1", "kind": "StatefulSet",
+                "metadata": {"name": "s", "namespace": "n", "labels": {"a": "b"}, "uid": "ignored"},
+                "spec": {"replicas": 2, "selector": {}, "serviceName": "h", "volumeClaimTemplates": [], "template": {},
+                         "updateStrategy": {"type": "OnDelete"}}}
+    patch = updatable(manifest)
+    assert set(patch["spec"]) == {"replicas", "template", "updateStrategy"}
+    assert patch["metadata"] == {"labels": {"a": "b"}}
+
+
+class FakeApi:
+    def __init__(self, existing: dict[str, Any] | None) -> None:
+        self.existing = existing
+        self.calls: list[tuple[str, Any]] = []
+
+    async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.existing
+
+    async def create(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(("create", manifest))
+        return manifest
+
+    async def patch(self, kind: str, namespace: str, name: str, patch: dict[str, Any],
+                    subresource: str | None = None) -> dict[str, Any] | None:
+        self.calls.append(("patch", patch))
+        return patch
+
+
+CONFIGMAP = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "n"}, "data": {"k": "v"}}
+
+
+async def test_apply_creates_patches_or_leaves_alone() -> None:
+    missing = FakeApi(None)
+    assert await apply(missing, CONFIGMAP) == "created" and missing.calls[0][0] == "create"
+    same = FakeApi({**CONFIGMAP, "metadata": {**CONFIGMAP["metadata"], "resourceVersion": "7"}})
+    assert await apply(same, CONFIGMAP) == "unchanged" and same.calls == []
+    drifted = FakeApi({**CONFIGMAP, "data": {"k": "edited by hand"}})
+    assert await apply(drifted, CONFIGMAP) == "patched" and drifted.calls[0][1]["data"] == {"k": "v"}
+
+
+def test_production_endpoints_are_pod_dns_names() -> None:
+    endpoints, cluster = PodDnsEndpoints(), ClusterRef("demo", "prod")
+    assert endpoints.nsqd_http(cluster, "demo-nsqd-2") == "http://demo-nsqd-2.demo-nsqd-headless.prod.svc:4151"
+    assert endpoints.lookupd_http(cluster, "demo-lookupd-0") == "http://demo-lookupd-0.demo-lookupd.prod.svc:4161"
+    assert endpoints.lookupd_tcp(cluster, "demo-lookupd-1") == "demo-lookupd-1.demo-lookupd.prod.svc:4160"
+
+
+def body(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"kind": kind, "metadata": {"name": name, "namespace": "ns"}, "spec": spec}
+
+
+def test_names_default_to_the_object_name() -> None:
+    assert topic_wish(body("NsqTopic", "orders", {"cluster": "c"})).topic == "orders"
+    assert topic_wish(body("NsqTopic", "x", {"cluster": "c", "topicName": "Orders_v2"})).topic == "Orders_v2"
+    wish = channel_wish(body("NsqChannel", "archive", {"cluster": "c", "topic": "orders", "paused": True}))
+    assert (wish.topic, wish.channel, wish.paused) == ("orders", "archive", True)
+    with pytest.raises(BadSpec, match="metadata.name"):
+        topic_wish(body("NsqTopic", "n" * 65, {"cluster": "c"}))
+    with pytest.raises(BadSpec, match="spec.cluster"):
+        topic_wish(body("NsqTopic", "t", {}))
+
+
+def test_toml_round_trips_through_the_standard_reader() -> None:
+    values = {"a": 1, "b": 0.25, "c": True, "d": 'quote " and \\ slash', "e": ["x:1", "y:2"], "f": [0.5, 0.99], "g": []}
+    assert tomllib.loads(toml.dumps(values)) == values
+
+
+def test_command_line() -> None:
+    args = parser().parse_args(["-n", "queues", "-n", "other", "--status-interval", "3"])
+    assert args.namespace == ["queues", "other"] and args.status_interval == 3.0
+    assert parser().parse_args([]).namespace == []
