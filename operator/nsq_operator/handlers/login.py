@@ -21,6 +21,8 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP, key="last-handled-configuration")
     settings.posting.level = 30  # warnings and errors become Kubernetes events
+    # a deleted object waits for its periodic pass to finish; look again soon, not in a minute
+    settings.background.cancellation_polling = 1.0
 
 
 async def cleanup(memo: Any, **_: Any) -> None:
