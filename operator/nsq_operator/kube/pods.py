@@ -1,7 +1,7 @@
 """Reading the pods of a cluster and setting the operator's readiness-gate condition."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from ..builders import labels
 from ..constants import TOPOLOGY_READY_CONDITION
@@ -10,25 +10,25 @@ from ..status.conditions import now
 from .client import STRATEGIC_MERGE_PATCH, KubeApi
 
 
-def condition(pod: dict[str, Any], type_: str) -> bool:
+def condition(pod: Mapping[str, Any], type_: str) -> bool:
     return any(c.get("type") == type_ and c.get("status") == "True"
                for c in (pod.get("status") or {}).get("conditions") or [])
 
 
-def is_ready(pod: dict[str, Any]) -> bool:
+def is_ready(pod: Mapping[str, Any]) -> bool:
     return condition(pod, "Ready")
 
 
-def is_serving(pod: dict[str, Any]) -> bool:
+def is_serving(pod: Mapping[str, Any]) -> bool:
     """The container answers its probe: the operator can talk to it, clients maybe not yet."""
     return condition(pod, "ContainersReady") and not pod["metadata"].get("deletionTimestamp")
 
 
-def topology_ready(pod: dict[str, Any]) -> bool:
+def topology_ready(pod: Mapping[str, Any]) -> bool:
     return condition(pod, TOPOLOGY_READY_CONDITION)
 
 
-def ordinal(pod: dict[str, Any]) -> int:
+def ordinal(pod: Mapping[str, Any]) -> int:
     return int(pod["metadata"]["name"].rsplit("-", 1)[-1])
 
 

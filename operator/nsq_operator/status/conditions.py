@@ -26,9 +26,12 @@ class Verdict:
 def set_condition(conditions: list[dict[str, Any]], type_: str, status: Status, reason: str, message: str,
                   generation: int | None, at: str | None = None) -> list[dict[str, Any]]:
     previous = next((c for c in conditions if c.get("type") == type_), None)
-    changed = previous is None or previous.get("status") != status
+    if previous is not None and previous.get("status") == status and previous.get("lastTransitionTime"):
+        since = str(previous["lastTransitionTime"])
+    else:
+        since = at or now()
     entry: dict[str, Any] = {"type": type_, "status": status, "reason": reason, "message": message,
-                             "lastTransitionTime": (at or now()) if changed else previous["lastTransitionTime"]}
+                             "lastTransitionTime": since}
     if generation is not None:
         entry["observedGeneration"] = generation
     return [c for c in conditions if c.get("type") != type_] + [entry]
