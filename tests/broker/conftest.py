@@ -17,9 +17,10 @@ from tests.servers import Nsqd
 Connect = Callable[..., WireConn]
 
 # one server whose flags bound everything the limit tests need; each value is chosen so
-# that default clients still work (msg timeout 1s, RDY up to 5, bodies up to 1 KiB)
+# that default clients still work (msg timeout 1s, RDY up to 5, bodies up to 1 KiB);
+# --max-req-timeout is short because tests wait for it (DPUB, /pub defer, REQ's clamp)
 LIMITED_FLAGS: dict[str, object] = dict(
-    max_rdy_count=5, msg_timeout="1s", max_msg_timeout="2s", max_req_timeout="1500ms",
+    max_rdy_count=5, msg_timeout="1s", max_msg_timeout="2s", max_req_timeout="1s",
     max_channel_consumers=2, max_deflate_level=4, max_heartbeat_interval="5s",
     max_output_buffer_size=1000, max_output_buffer_timeout="2s", output_buffer_timeout="100ms",
     max_msg_size=1024, max_body_size=4096)

@@ -15,6 +15,7 @@ from typing import Iterator
 
 import pytest
 
+from nsqd import cli
 from nsqd.options import NsqdOptions
 from tests.broker.wire import WireConn
 from tests.servers import BIN, http, wait_for
@@ -120,25 +121,46 @@ def start(tmp_path: Path) -> Iterator:
 
 
 # -- without a server --------------------------------------------------------------------
-@pytest.mark.parametrize("flag", ["--version", "-version"])
-def test_version(flag: str) -> None:
-    result = run(flag)
+# The command line is read before anything starts, so its errors and -h are checked in
+# process; one real process proves that main's status becomes the exit status.
+def test_version_exits_0_from_a_real_process() -> None:
+    result = run("-version")
     assert result.returncode == 0
     assert re.fullmatch(r"nsqd v1\.3\.0 \(.+\)\n", result.stdout), result.stdout
 
 
-def test_help_lists_every_nsq_flag() -> None:
-    result = run("-h")
-    assert result.returncode == 0
-    listed = set(re.findall(r"^  -([a-z0-9-]+)", result.stdout + result.stderr, re.M))
+def test_an_unknown_flag_exits_2_from_a_real_process() -> None:
+    result = run("--no-such-flag")
+    assert result.returncode == 2
+    assert result.stdout == "" and result.stderr.strip().splitlines() == [
+        "nsqd: flag provided but not defined: -no-such-flag"]
+
+
+def test_version_in_either_spelling(capsys: pytest.CaptureFixture[str]) -> None:
+    for flag in ("--version", "-version"):
+        assert cli.main([flag]) == 0
+        assert re.fullmatch(r"nsqd v1\.3\.0 \(.+\)\n", capsys.readouterr().out)
+
+
+def test_help_lists_every_nsq_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["-h"]) == 0
+    printed = capsys.readouterr()
+    listed = set(re.findall(r"^  -([a-z0-9-]+)", printed.out + printed.err, re.M))
     assert set(NSQ_FLAGS) <= listed, sorted(set(NSQ_FLAGS) - listed)
-    assert "(default 10000)" in result.stderr + result.stdout
+    assert "(default 10000)" in printed.err + printed.out
 
 
 def test_model_defaults_are_nsqs() -> None:
     options = NsqdOptions()
     assert {k: getattr(options, k) for k in NSQ_DEFAULTS} == NSQ_DEFAULTS
     assert 0 <= options.node_id < 1024
+
+
+def _one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    printed = capsys.readouterr()
+    lines = (printed.out + printed.err).strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
 
 
 @pytest.mark.parametrize("args,named", [
@@ -151,63 +173,36 @@ def test_model_defaults_are_nsqs() -> None:
     (["--mem-queue-size"], "mem-queue-size"),
     (["--tls-required=sometimes"], "tls-required"),
 ])
-def test_bad_flags_exit_non_zero_with_one_line_naming_the_flag(args: list[str], named: str) -> None:
-    result = run(*args)
-    assert result.returncode != 0
-    lines = (result.stdout + result.stderr).strip().splitlines()
-    assert len(lines) == 1, lines
-    assert f"-{named}" in lines[0], lines[0]
+def test_bad_flags_exit_non_zero_with_one_line_naming_the_flag(args: list[str], named: str,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(args) != 0
+    line = _one_error_line(capsys)
+    assert f"-{named}" in line, line
 
 
-def test_bad_config_file_values_exit_non_zero_naming_the_option(tmp_path: Path) -> None:
+def test_bad_config_file_values_exit_non_zero_naming_the_option(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "nsqd.toml"
     config.write_text('mem_queue_size = "lots"\n')
-    result = run(f"--config={config}")
-    assert result.returncode != 0
-    (line,) = (result.stdout + result.stderr).strip().splitlines()
+    assert cli.main([f"--config={config}"]) != 0
+    line = _one_error_line(capsys)
     assert "mem-queue-size" in line or "mem_queue_size" in line
 
-    result = run(f"--config={tmp_path / 'missing.toml'}")
-    assert result.returncode != 0
-    assert "missing.toml" in result.stdout + result.stderr
+    assert cli.main([f"--config={tmp_path / 'missing.toml'}"]) != 0
+    assert "missing.toml" in _one_error_line(capsys)
 
     config.write_text("this is = not [toml\n")
-    result = run("-config", str(config))
-    assert result.returncode != 0 and str(config) in result.stdout + result.stderr
+    assert cli.main(["-config", str(config)]) != 0
+    assert str(config) in _one_error_line(capsys)
 
 
 # -- with a server -----------------------------------------------------------------------
-def test_go_flag_syntax_and_port_zero(start) -> None:  # type: ignore[no-untyped-def]
-    nsqd = start(
-        "-mem-queue-size", "77",                                # single dash, separate value
-        "--max-rdy-count=9", "--max-rdy-count", "10",           # the last one wins
-        "--lookupd-tcp-address=127.0.0.1:1", "-lookupd-tcp-address", "127.0.0.1:2",  # accumulates
-        "--snappy=false", "-deflate=f",                         # Go's boolean spellings
-        "--statsd-mem-stats=false", "--statsd-mem-stats",       # a bare boolean is true
-        "--verbose",                                            # deprecated, accepted
-        "--msg-timeout=1m30s", "--max-req-timeout", "1.5h",
-        "--e2e-processing-latency-percentile=1.0,0.99", "--e2e-processing-latency-percentile=0.5",
-    )
-    host, port = nsqd.tcp.rsplit(":", 1)
-    assert host == "127.0.0.1" and int(port) > 0
-    status, body = http("GET", f"http://127.0.0.1:{nsqd.http_port}/info")
-    assert status == 200 and json.loads(body)["tcp_port"] == int(port)
-    assert nsqd.config("mem_queue_size") == 77
-    assert nsqd.config("max_rdy_count") == 10
-    assert nsqd.config("nsqlookupd_tcp_addresses") == ["127.0.0.1:1", "127.0.0.1:2"]
-    assert nsqd.config("snappy") is False and nsqd.config("deflate") is False
-    assert nsqd.config("statsd_mem_stats") is True
-    assert nsqd.config("msg_timeout") == 90 * 10**9
-    assert nsqd.config("max_req_timeout") == 5400 * 10**9
-    assert sorted(nsqd.config("e2e_processing_latency_percentiles")) == [0.5, 0.99, 1.0]  # type: ignore[arg-type]
-    code, took = nsqd.stop(signal.SIGTERM)
-    assert code == 0 and took < 5, (code, took)
-
-
-def test_config_file_sits_between_defaults_and_flags(start, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_go_flag_syntax_config_file_and_port_zero(start, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Defaults, then the config file, then the flags; Go's flag syntax; the real ports
+    logged for port 0; a clean exit on SIGINT (the busy stop below uses SIGTERM)."""
     config = tmp_path / "nsqd.toml"
     config.write_text(
-        "mem_queue_size = 55\n"
+        "max_body_size = 123456\n"
         "max_rdy_count = 7\n"
         'msg_timeout = "45s"\n'
         "max_req_timeout = 120000\n"          # a bare integer is milliseconds
@@ -215,13 +210,37 @@ def test_config_file_sits_between_defaults_and_flags(start, tmp_path: Path) -> N
         'log_level = "warn"\n'
         "no_such_option = 1\n"                # unknown keys do not stop nsqd
     )
-    nsqd = start(f"--config={config}", "--max-rdy-count=8", "--log-level=info")
-    assert nsqd.config("mem_queue_size") == 55           # config over default
-    assert nsqd.config("max_rdy_count") == 8             # flag over config
+    nsqd = start(
+        f"--config={config}", "--log-level=info",
+        "-mem-queue-size", "77",                                # single dash, separate value
+        "--max-rdy-count=9", "--max-rdy-count", "10",           # the last one wins, over the file
+        "--lookupd-tcp-address=127.0.0.1:1", "-lookupd-tcp-address", "127.0.0.1:2",  # accumulates
+        "--snappy=false", "-deflate=f",                         # Go's boolean spellings
+        "--statsd-mem-stats=false", "--statsd-mem-stats",       # a bare boolean is true
+        "--verbose",                                            # deprecated, accepted
+        "--max-msg-timeout=1m30s", "--max-heartbeat-interval", "1.5m",
+        "--e2e-processing-latency-percentile=1.0,0.99", "--e2e-processing-latency-percentile=0.5",
+    )
+    host, port = nsqd.tcp.rsplit(":", 1)
+    assert host == "127.0.0.1" and int(port) > 0
+    status, body = http("GET", f"http://127.0.0.1:{nsqd.http_port}/info")
+    assert status == 200 and json.loads(body)["tcp_port"] == int(port)
+    # from the file, over the defaults
+    assert nsqd.config("max_body_size") == 123456
     assert nsqd.config("msg_timeout") == 45 * 10**9
     assert nsqd.config("max_req_timeout") == 120 * 10**9
-    assert nsqd.config("nsqlookupd_tcp_addresses") == ["127.0.0.1:3"]
     assert nsqd.config("max_msg_size") == 1048576        # untouched default
+    # from the flags, over the file
+    assert nsqd.config("max_rdy_count") == 10
+    assert nsqd.config("nsqlookupd_tcp_addresses") == ["127.0.0.1:1", "127.0.0.1:2"]
+    assert nsqd.config("log_level") == "info"
+    # Go's syntax
+    assert nsqd.config("mem_queue_size") == 77
+    assert nsqd.config("snappy") is False and nsqd.config("deflate") is False
+    assert nsqd.config("statsd_mem_stats") is True
+    assert nsqd.config("max_msg_timeout") == 90 * 10**9
+    assert nsqd.config("max_heartbeat_interval") == 90 * 10**9
+    assert sorted(nsqd.config("e2e_processing_latency_percentiles")) == [0.5, 0.99, 1.0]  # type: ignore[arg-type]
     code, took = nsqd.stop(signal.SIGINT)
     assert code == 0 and took < 5, (code, took)
 

@@ -132,7 +132,7 @@ def test_config_get_reports_options(nsqd: Nsqd, opt: str, value: object) -> None
 
 def test_config_get_reports_flags_given(limited: Nsqd) -> None:
     assert _config(limited, "max_rdy_count") == 5
-    assert _config(limited, "max_req_timeout") == 1_500_000_000
+    assert _config(limited, "max_req_timeout") == 1_000_000_000
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,12 @@
 """Heartbeats: sent at the negotiated interval, and a client that sends nothing for two
-intervals is dropped; any command (not only NOP) counts as a sign of life."""
+intervals is dropped; any command (not only NOP) counts as a sign of life.
+
+Each scenario takes seconds of wall time (1s is the shortest interval IDENTIFY accepts)
+and they share nothing but the server, so one test runs them side by side."""
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from nsq_protocol import HEARTBEAT
 from tests.broker.conftest import Connect
@@ -10,8 +14,8 @@ from tests.broker.wire import Closed, Silent
 from tests.servers import Nsqd
 
 
-def test_silent_client_gets_heartbeats_then_is_dropped_after_two_intervals(nsqd: Nsqd,
-                                                                        connect: Connect) -> None:
+def silent_client_gets_heartbeats_then_is_dropped_after_two_intervals(nsqd: Nsqd, connect: Connect,
+                                                                     topic: str) -> None:
     conn = connect(nsqd, auto_nop=False)
     conn.negotiate({"heartbeat_interval": 1000})
     last_command = time.monotonic()
@@ -35,7 +39,7 @@ def test_silent_client_gets_heartbeats_then_is_dropped_after_two_intervals(nsqd:
     assert 1.9 <= closed_after <= 3.6, closed_after
 
 
-def test_any_command_keeps_a_client_alive(nsqd: Nsqd, connect: Connect, topic: str) -> None:
+def any_command_keeps_a_client_alive(nsqd: Nsqd, connect: Connect, topic: str) -> None:
     """A publisher that never answers heartbeats with NOP, but publishes twice a second."""
     conn = connect(nsqd, auto_nop=False)
     conn.negotiate({"heartbeat_interval": 1000})
@@ -63,7 +67,7 @@ def test_any_command_keeps_a_client_alive(nsqd: Nsqd, connect: Connect, topic: s
     assert frame.is_response and frame.data == b"OK"
 
 
-def test_heartbeats_go_to_a_consumer_between_messages(nsqd: Nsqd, connect: Connect, topic: str) -> None:
+def heartbeats_go_to_a_consumer_between_messages(nsqd: Nsqd, connect: Connect, topic: str) -> None:
     conn = connect(nsqd)
     conn.negotiate({"heartbeat_interval": 1000})
     conn.sub(topic, "ch")
@@ -75,3 +79,14 @@ def test_heartbeats_go_to_a_consumer_between_messages(nsqd: Nsqd, connect: Conne
     publisher.pub(topic, b"after the beats")
     publisher.expect_ok()
     assert conn.read_message().body == b"after the beats"
+
+
+SCENARIOS = [silent_client_gets_heartbeats_then_is_dropped_after_two_intervals,
+             any_command_keeps_a_client_alive, heartbeats_go_to_a_consumer_between_messages]
+
+
+def test_heartbeat_scenarios_side_by_side(nsqd: Nsqd, connect: Connect, topic: str) -> None:
+    with ThreadPoolExecutor(len(SCENARIOS)) as pool:
+        running = [pool.submit(scenario, nsqd, connect, f"{topic}-{i}") for i, scenario in enumerate(SCENARIOS)]
+        for scenario in running:
+            scenario.result()  # re-raises the scenario's own assertion
