@@ -34,6 +34,10 @@ CLIENT_OPTION_NAMES = (
 )
 
 
+# what Spark itself puts among a writer's options
+SPARK_OWN_OPTIONS = frozenset({"path", "paths", "checkpointlocation"})
+
+
 class OptionError(ValueError):
     """An option of the nsq data source is missing, unknown or invalid."""
 
@@ -149,6 +153,8 @@ def parse_options(model: type[M], raw: Mapping[str, str]) -> M:
     client: dict[str, str] = {}
     for key, value in raw.items():
         canonical = _canonical(key)
+        if key.lower() in SPARK_OWN_OPTIONS:
+            continue
         if canonical in own:
             values[own[canonical]] = value
         elif canonical in client_names:
