@@ -110,8 +110,8 @@ def run_archive(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
     stop_requested = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop_requested.set())
+    previous = {sig: signal.signal(sig, lambda *_: stop_requested.set())
+                for sig in (signal.SIGTERM, signal.SIGINT)}
 
     from pyspark.sql import SparkSession  # Spark starts only once the arguments are sound
 
@@ -119,6 +119,7 @@ def run_archive(args: argparse.Namespace) -> int:
 
     # local workers must run this interpreter, which has the connector installed
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    already_running = SparkSession.getActiveSession() is not None
     builder = SparkSession.builder.appName(args.app_name)
     if args.master:
         builder = builder.master(args.master)
@@ -142,8 +143,11 @@ def run_archive(args: argparse.Namespace) -> int:
             return EXIT_FAILED
         return EXIT_OK
     finally:
-        spark.stop()
+        if not already_running:  # a session the caller made is the caller's to stop
+            spark.stop()
         shutil.rmtree(drain_dir, ignore_errors=True)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

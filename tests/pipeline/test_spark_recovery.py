@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -105,3 +106,30 @@ def test_an_idle_stream_and_a_drained_stop_redeliver_nothing(spark, servers, tmp
     written = parquet_bodies(spark, out)
     assert sorted(written) == sorted(first + second)  # every message once: nothing came back
     assert channel_counts(nsqd, TOPIC, CHANNEL)["timeout_count"] == 0
+
+
+def test_the_archive_command_drains_on_sigterm_and_exits_0(spark, servers, tmp_path: Path) -> None:
+    from nsq_spark import cli
+    nsqd = servers.nsqd()
+    sent = bodies(3000)
+    publish(nsqd, TOPIC, sent)
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    argv = ["archive", "--topic", TOPIC, "--channel", CHANNEL, "--nsqd-tcp-address", nsqd.tcp_address,
+            "--max-messages-per-batch", "200", "--max-in-flight", "400",
+            "--output", str(out), "--checkpoint", str(checkpoint)]
+
+    def terminate_mid_stream() -> None:
+        wait_for(lambda: committed_batches(checkpoint) >= 3, timeout=90, interval=0.1,
+                 message="two batches with rows committed")
+        os.kill(os.getpid(), signal.SIGTERM)
+    terminator = threading.Thread(target=terminate_mid_stream, daemon=True)
+    terminator.start()
+    code = cli.main(argv)  # runs in the test's session; SIGTERM is its own until it returns
+    terminator.join(5)
+
+    assert code == 0
+    counts = channel_counts(nsqd, TOPIC, CHANNEL)
+    written = parquet_bodies(spark, str(out))
+    assert counts["in_flight_count"] == 0 and counts["depth"] > 0  # drained mid-stream
+    assert len(set(written)) == len(written)
+    assert len(written) + counts["depth"] == len(sent)  # nothing both written and queued again
