@@ -143,7 +143,7 @@ class OperatorUnderTest:
         conditions = ((obj or {}).get("status") or {}).get("conditions") or []
         return next((c for c in conditions if c["type"] == type_), None)
 
-    async def until(self, probe: Callable[[], Awaitable[T]], timeout: float = 20.0, what: str = "condition") -> T:
+    async def until(self, probe: Callable[[], Awaitable[T]], timeout: float = 40.0, what: str = "condition") -> T:
         """Poll ``probe`` until it returns something truthy (AssertionError counts as not yet)."""
         deadline = time.monotonic() + timeout
         last: BaseException | None = None
@@ -157,7 +157,7 @@ class OperatorUnderTest:
             await asyncio.sleep(0.05)
         raise AssertionError(f"{what} not met within {timeout}s (last: {last!r})")
 
-    async def ready(self, kind: str, name: str, timeout: float = 20.0) -> dict[str, Any]:
+    async def ready(self, kind: str, name: str, timeout: float = 40.0) -> dict[str, Any]:
         async def probe() -> dict[str, Any] | None:
             obj = await self.get(kind, name)
             status = (obj or {}).get("status") or {}

@@ -57,14 +57,14 @@ async def test_scaling_nsqd_prepares_declared_channels_before_ready(operator: Op
     await operator.until(new_pod_ready, 40, "beta-nsqd-1 Ready")
     # by the time the pod is Ready, the channel exists on it: a first message reaches it
     assert operator.channel_on("beta-nsqd-1", "events", "audit") is not None
-    obj = await operator.ready("NsqCluster", "beta", timeout=30)
+    obj = await operator.ready("NsqCluster", "beta", timeout=40)
     assert obj["status"]["nsqd"]["readyReplicas"] == 2
     assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"] == 2
 
     async def counted_on_both() -> bool:
         status = (await operator.get("NsqChannel", "beta-audit"))["status"]
         return [n["pod"] for n in status["nodes"]] == ["beta-nsqd-0", "beta-nsqd-1"]
-    await operator.until(counted_on_both, 20, "channel status lists both nsqds")
+    await operator.until(counted_on_both, 40, "channel status lists both nsqds")
 
 
 async def test_scaling_lookupd_updates_every_nsqd_live(operator: OperatorUnderTest) -> None:
@@ -74,7 +74,7 @@ async def test_scaling_lookupd_updates_every_nsqd_live(operator: OperatorUnderTe
 
     await operator.patch("NsqCluster", "gamma", {"spec": {"lookupd": {"replicas": 2}}})
 
-    obj = await operator.ready("NsqCluster", "gamma", timeout=30)
+    obj = await operator.ready("NsqCluster", "gamma", timeout=40)
     wanted = sorted(operator.pods.tcp(f"gamma-lookupd-{i}") for i in range(2))
 
     async def both_lookupds() -> bool:
@@ -117,10 +117,10 @@ async def test_owned_objects_are_put_back_and_the_cluster_can_be_deleted(operato
 
     async def restored() -> bool:
         return (await operator.core(path))["data"] == original
-    await operator.until(restored, 20, "ConfigMap put back")
+    await operator.until(restored, 40, "ConfigMap put back")
 
     await operator.delete("NsqCluster", "delta")
 
     async def gone() -> bool:
         return await operator.get("NsqCluster", "delta") is None
-    await operator.until(gone, 20, "NsqCluster deleted (children go by their owner references)")
+    await operator.until(gone, 40, "NsqCluster deleted (children go by their owner references)")

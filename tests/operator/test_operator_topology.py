@@ -45,12 +45,12 @@ async def test_topic_is_created_paused_and_kept_so(operator: OperatorUnderTest, 
 
     async def paused_everywhere() -> bool:
         return all((operator.topic_on(pod, "orders") or {}).get("paused") for pod in NODES)
-    await operator.until(paused_everywhere, 20, "orders paused on every nsqd")
+    await operator.until(paused_everywhere, 40, "orders paused on every nsqd")
 
     # drift: unpaused by hand on one node, deleted by hand on the other
     assert operator.pod_call(NODES[0], "POST", "/topic/unpause?topic=orders")[0] == 200
     assert operator.pod_call(NODES[1], "POST", "/topic/delete?topic=orders")[0] == 200
-    await operator.until(paused_everywhere, 20, "orders put back and paused again")
+    await operator.until(paused_everywhere, 40, "orders put back and paused again")
 
 
 async def test_empty_request_is_acted_on_once(operator: OperatorUnderTest, cluster: str) -> None:
@@ -61,7 +61,7 @@ async def test_empty_request_is_acted_on_once(operator: OperatorUnderTest, clust
     async def depth(expected: int) -> bool:
         status = (await operator.get("NsqChannel", "payments-ledger"))["status"]
         return status["depth"] == expected and {n["pod"]: n["depth"] for n in status["nodes"]}[NODES[0]] == expected
-    await operator.until(lambda: depth(3), 20, "status shows 3 waiting on main-nsqd-0")
+    await operator.until(lambda: depth(3), 40, "status shows 3 waiting on main-nsqd-0")
 
     await operator.patch("NsqChannel", "payments-ledger",
                          {"metadata": {"annotations": {EMPTY_REQUEST_ANNOTATION: "2026-11-22T10:00:00Z"}}})
@@ -69,12 +69,12 @@ async def test_empty_request_is_acted_on_once(operator: OperatorUnderTest, clust
     async def emptied() -> bool:
         status = (await operator.get("NsqChannel", "payments-ledger"))["status"]
         return status.get("emptiedRequest") == "2026-11-22T10:00:00Z"
-    await operator.until(emptied, 20, "empty request recorded")
+    await operator.until(emptied, 40, "empty request recorded")
     assert operator.channel_on(NODES[0], "payments", "ledger")["depth"] == 0
 
     # the same request is not acted on again: new messages stay
     publish(operator, NODES[0], "payments", 2)
-    await operator.until(lambda: depth(2), 20, "status shows the 2 new messages")
+    await operator.until(lambda: depth(2), 40, "status shows the 2 new messages")
     assert operator.channel_on(NODES[0], "payments", "ledger")["depth"] == 2
 
 
@@ -93,7 +93,7 @@ async def test_channel_deletion_is_refused_while_it_holds_messages(operator: Ope
 
     async def gone() -> bool:
         return await operator.get("NsqChannel", "audit") is None
-    await operator.until(gone, 20, "NsqChannel audit deleted")
+    await operator.until(gone, 40, "NsqChannel audit deleted")
     assert all(operator.channel_on(pod, "invoices", "audit") is None for pod in NODES)
 
 
@@ -105,14 +105,14 @@ async def test_topic_deletion_follows_the_policy(operator: OperatorUnderTest, cl
 
     async def registered(topic: str) -> bool:
         return topic in operator.pod_json("main-lookupd-0", "/topics")["topics"]
-    await operator.until(lambda: registered("dropped"), 20, "dropped known to lookupd")
+    await operator.until(lambda: registered("dropped"), 40, "dropped known to lookupd")
 
     await operator.delete("NsqTopic", "kept")
     await operator.delete("NsqTopic", "dropped")
 
     async def both_gone() -> bool:
         return await operator.get("NsqTopic", "kept") is None and await operator.get("NsqTopic", "dropped") is None
-    await operator.until(both_gone, 20, "both NsqTopics deleted")
+    await operator.until(both_gone, 40, "both NsqTopics deleted")
     assert all(operator.topic_on(pod, "kept") is not None for pod in NODES)
     assert all(operator.topic_on(pod, "dropped") is None for pod in NODES)
     assert not await registered("dropped")
