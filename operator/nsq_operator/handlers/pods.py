@@ -13,7 +13,8 @@ import kopf
 from ..kube.pods import is_serving, topology_ready
 from ..reconcile.gate import REACH_ERRORS, open_gate
 from ..runtime import runtime_of
-from ..topology.wishes import BadSpec, channel_wish, topic_wish
+from ..status.errors import BadSpec
+from ..topology.wishes import channel_wish, topic_wish
 
 
 def _live(body: Any) -> bool:

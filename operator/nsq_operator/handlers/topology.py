@@ -10,8 +10,8 @@ from ..reconcile.topology import NotYet, delete_topology, reconcile_topology
 from ..runtime import runtime_of
 from ..status import conditions
 from ..topology.removal import Refused
-from ..topology.wishes import BadSpec
-from .cluster import _write, snapshot
+from ..status.errors import BadSpec
+from .status_patch import snapshot, write_status
 
 
 async def topology_changed(body: Any, patch: kopf.Patch, memo: Any, **_: Any) -> None:
@@ -20,14 +20,14 @@ async def topology_changed(body: Any, patch: kopf.Patch, memo: Any, **_: Any) ->
     try:
         result = await reconcile_topology(rt, body)
     except BadSpec as e:
-        _write(patch, body, {}, conditions.degraded("InvalidSpec", str(e)))
+        write_status(patch, body, {}, conditions.degraded("InvalidSpec", str(e)))
         raise kopf.PermanentError(f"invalid spec: {e}") from None
     except NotYet as e:
-        _write(patch, body, {}, conditions.progressing("Waiting", str(e)))
+        write_status(patch, body, {}, conditions.progressing("Waiting", str(e)))
         raise kopf.TemporaryError(str(e), delay=rt.intervals.retry) from None
     except Superseded as e:
         raise kopf.TemporaryError(str(e), delay=rt.intervals.retry) from None
-    _write(patch, body, result.status, result.verdict)
+    write_status(patch, body, result.status, result.verdict)
     if not result.verdict.ready:
         raise kopf.TemporaryError(result.verdict.message, delay=rt.intervals.retry)
 
@@ -39,14 +39,14 @@ async def topology_tick(body: Any, patch: kopf.Patch, memo: Any, **_: Any) -> No
     try:
         result = await reconcile_topology(runtime_of(memo), body)
     except BadSpec as e:
-        _write(patch, body, {}, conditions.degraded("InvalidSpec", str(e)))
+        write_status(patch, body, {}, conditions.degraded("InvalidSpec", str(e)))
         return
     except NotYet as e:
-        _write(patch, body, {}, conditions.progressing("Waiting", str(e)))
+        write_status(patch, body, {}, conditions.progressing("Waiting", str(e)))
         return
     except Superseded:
         return
-    _write(patch, body, result.status, result.verdict)
+    write_status(patch, body, result.status, result.verdict)
 
 
 async def topology_deleted(body: Any, patch: kopf.Patch, memo: Any, **_: Any) -> None:
@@ -57,7 +57,7 @@ async def topology_deleted(body: Any, patch: kopf.Patch, memo: Any, **_: Any) ->
     except BadSpec:
         return  # it never reached any nsqd under a valid name
     except Refused as e:
-        _write(patch, body, {}, conditions.degraded("DeletionRefused", str(e)))
+        write_status(patch, body, {}, conditions.degraded("DeletionRefused", str(e)))
         raise kopf.TemporaryError(str(e), delay=rt.intervals.retry) from None
     except NotYet as e:
         raise kopf.TemporaryError(str(e), delay=rt.intervals.retry) from None

@@ -16,7 +16,8 @@ from ..models import ComponentStatus, NsqCluster, NsqClusterStatus, NsqdStatus
 from ..runtime import Runtime
 from ..status import conditions
 from ..status.errors import describe
-from ..topology.wishes import BadSpec, ChannelWish, TopicWish
+from ..status.errors import BadSpec
+from ..topology.wishes import ChannelWish, TopicWish
 from .freshness import ensure_current
 from .gate import REACH_ERRORS, open_gate
 

@@ -4,6 +4,10 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 
+class BadSpec(Exception):
+    """A spec the operator cannot act on; the message names the field."""
+
+
 def describe(error: ValidationError, prefix: str = "spec") -> str:
     parts = []
     for item in error.errors():

@@ -9,11 +9,7 @@ from pydantic import ValidationError
 from nsq_protocol.names import is_valid_channel_name, is_valid_topic_name
 
 from ..models import NsqChannelSpec, NsqTopicSpec
-from ..status.errors import describe
-
-
-class BadSpec(Exception):
-    """A spec the operator cannot act on; the message names the field."""
+from ..status.errors import BadSpec, describe
 
 
 @dataclass(frozen=True)
