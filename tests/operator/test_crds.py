@@ -121,3 +121,17 @@ def test_schema_defaults_are_nsqs() -> None:
     assert options["properties"]["mem-queue-size"]["default"] == 10000
     assert options["properties"]["msg-timeout"]["default"] == "60s"
     assert options["default"] == {}
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "operator" / "examples"
+SPECS = {"NsqCluster": "nsqclusters", "NsqTopic": "nsqtopics", "NsqChannel": "nsqchannels"}
+
+
+def test_the_examples_pass_the_schema_and_the_models() -> None:
+    from nsq_operator.models import NsqChannelSpec, NsqClusterSpec, NsqTopicSpec
+    models = {"NsqCluster": NsqClusterSpec, "NsqTopic": NsqTopicSpec, "NsqChannel": NsqChannelSpec}
+    documents = list(yaml.safe_load_all((EXAMPLES / "nsq.yaml").read_text()))
+    assert [d["kind"] for d in documents] == ["NsqCluster", "NsqTopic", "NsqChannel", "NsqChannel"]
+    for document in documents:
+        assert errors(SPECS[document["kind"]], document) == [], document["metadata"]["name"]
+        models[document["kind"]].model_validate(document["spec"])
