@@ -51,6 +51,8 @@ class FakeKubelet:
         self.root = root
         self.book = root / ADDRESS_BOOK
         self.pods: dict[str, RunningPod] = {}
+        self.started: list[ServerProcess] = []  # every process ever launched, stopped at the end
+        self._starting: set[asyncio.Future[Any]] = set()
         self._session: aiohttp.ClientSession | None = None
         self._task: asyncio.Task[None] | None = None
         self.errors: list[BaseException] = []
@@ -69,8 +71,17 @@ class FakeKubelet:
             await asyncio.gather(self._task, return_exceptions=True)
         if self._session is not None:
             await self._session.close()
-        await asyncio.gather(*(asyncio.to_thread(p.process.stop) for p in self.pods.values()))
+        # a launch still waiting for its process's /ping finishes first, so none is left behind
+        await asyncio.gather(*self._starting, return_exceptions=True)
+        await asyncio.gather(*(asyncio.to_thread(p.stop) for p in self.started))
         self.pods.clear()
+
+    async def _launch(self, process: ServerProcess) -> None:
+        self.started.append(process)
+        future = asyncio.ensure_future(asyncio.to_thread(process.start))
+        self._starting.add(future)
+        future.add_done_callback(self._starting.discard)
+        await asyncio.shield(future)
 
     async def _run(self) -> None:
         while True:
@@ -131,7 +142,7 @@ class FakeKubelet:
             process = Nsqd(workdir, {"config": str(config), "broadcast-address": broadcast}, host=next_host())
         else:
             process = Nsqlookupd(workdir, {"broadcast-address": broadcast}, host=next_host())
-        await asyncio.to_thread(process.start)
+        await self._launch(process)
         self.pods[name] = RunningPod(name, component, process)
         self._publish()
         container = dict(template["spec"]["containers"][0], args=args)
