@@ -93,9 +93,6 @@ def crd(kind: CrdKind) -> dict[str, Any]:
         spec["default"] = {}
     status = structural_schema(kind.status)
     status["description"] = f"The observed state of the {kind.kind}, written by the operator."
-    # kopf keeps its handler progress here; everything else in status is ours and typed
-    status["properties"]["kopf"] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
-                                    "description": "the operator framework's bookkeeping"}
     schema: dict[str, Any] = {
         "type": "object",
         "description": kind.description,
