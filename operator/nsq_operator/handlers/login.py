@@ -1,6 +1,7 @@
 """One login for kopf and for the operator's own Kubernetes client."""
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import kopf
@@ -20,7 +21,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP, key="last-handled-configuration")
-    settings.posting.level = 30  # warnings and errors become Kubernetes events
+    settings.posting.level = logging.WARNING  # warnings and errors become Kubernetes events
     # a deleted object waits for its periodic pass to finish; look again soon, not in a minute
     settings.background.cancellation_polling = 1.0
 
