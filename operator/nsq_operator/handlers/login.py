@@ -1,4 +1,5 @@
-"""One login for kopf and for the operator's own Kubernetes client."""
+"""Operator activities: settings at start-up, one login shared by kopf and the operator's
+own Kubernetes client, and closing its connections at exit."""
 from __future__ import annotations
 
 import logging
