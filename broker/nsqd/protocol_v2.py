@@ -171,7 +171,8 @@ class V2Protocol(asyncio.Protocol):
                     client.write_frame(FRAME_RESPONSE, result)
                 continue
             self._busy = True
-            self.transport.pause_reading() if self.transport else None
+            if self.transport is not None:
+                self.transport.pause_reading()
             asyncio.ensure_future(self._finish_async(result))
 
     async def _finish_async(self, pending: Awaitable[bytes | None]) -> None:
