@@ -48,13 +48,25 @@ async def serve(options: NsqdOptions) -> None:
     from .nsqd import NSQD
 
     nsqd = NSQD(options)
-    stop = asyncio.Event()
+    started = False
+    signalled_early = False
+
+    def on_signal() -> None:
+        # a signal drains (a second one cuts the drain's wait short); so does POST /drain
+        nonlocal signalled_early
+        if started:
+            nsqd.drain.start()
+        else:
+            signalled_early = True
+
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal)
     await nsqd.start()
-    await stop.wait()
-    await nsqd.stop()
+    started = True
+    if signalled_early:
+        nsqd.drain.start()
+    await nsqd.wait_stopped()
 
 
 def install_event_loop() -> None:

@@ -93,6 +93,9 @@ class HttpApi:
         r = app.router
         r.add_get("/ping", self.ping, allow_head=False)
         r.add_get("/info", self.info, allow_head=False)
+        r.add_get("/ready", self.ready, allow_head=False)
+        r.add_get("/drain", self.drain_state, allow_head=False)
+        r.add_post("/drain", self.drain_start)
         r.add_post("/pub", self.pub)
         r.add_post("/mpub", self.mpub)
         r.add_get("/stats", self.stats, allow_head=False)
@@ -122,6 +125,21 @@ class HttpApi:
     async def info(self, request: web.Request) -> web.Response:
         return _json(self.nsqd.info())
 
+    # -- drain (beyond NSQ; see drain.py) -------------------------------------
+    async def ready(self, request: web.Request) -> web.Response:
+        """Readiness: unready from the moment a drain starts (/ping stays liveness)."""
+        if self.nsqd.drain.draining:
+            return _text("DRAINING", 503)
+        health = self.nsqd.health
+        return _text("OK") if health == "OK" else _text(health, 503)
+
+    async def drain_state(self, request: web.Request) -> web.Response:
+        return _json(self.nsqd.drain.state())
+
+    async def drain_start(self, request: web.Request) -> web.Response:
+        self.nsqd.drain.start()
+        return _json(self.nsqd.drain.state())
+
     # -- publishing -----------------------------------------------------------
     def _topic_from_query(self, request: web.Request) -> str:
         name = _arg(request, "topic")
@@ -134,6 +152,8 @@ class HttpApi:
     def _check_not_exiting(self) -> None:
         if self.nsqd.exiting:
             raise HttpError(503, "EXITING")
+        if self.nsqd.drain.refuses_publishes:
+            raise HttpError(503, "DRAINING")
 
     async def pub(self, request: web.Request) -> web.Response:
         opts = self.nsqd.options

@@ -50,6 +50,7 @@ class LookupdPeers:
         self._addresses = _unique(addresses)
         self._peers: dict[str, _Peer] = {}
         self._started = False
+        self._withdrawn = False  # draining: nothing is registered any more
         self._http: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
@@ -81,7 +82,15 @@ class LookupdPeers:
                 self._add_peer(address)
 
     def register(self, topic: str, channel: str | None = None) -> None:
-        self._broadcast(register(topic, channel))
+        if not self._withdrawn:
+            self._broadcast(register(topic, channel))
+
+    def withdraw(self, registrations: list[tuple[str, str | None]]) -> None:
+        """Unregister all of ``registrations`` from every lookupd and register nothing
+        from now on (the ``registrations`` callback must also return nothing)."""
+        self._withdrawn = True
+        for topic, channel in registrations:
+            self.unregister(topic, channel)
 
     def unregister(self, topic: str, channel: str | None = None) -> None:
         self._broadcast(unregister(topic, channel))

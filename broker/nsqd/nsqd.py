@@ -27,6 +27,7 @@ from .client_conn import ClientConn
 from .e2e_latency import LatencyWindow
 from .deferrals import DeferralStore, deferrals_path
 from .diskqueue import DiskQueue
+from .drain import Drain
 from .durable_queue import DurableDiskQueue
 from .group_commit import GroupCommitter, Syncable
 from .guid import GuidFactory
@@ -86,6 +87,8 @@ class NSQD:
         self._runners: list[web.AppRunner] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
+        self.persisted_count: int | None = None  # messages written to disk by stop()
+        self.drain = Drain(self)
 
     def _identify_limits(self) -> ServerLimits:
         o = self.options
@@ -249,6 +252,8 @@ class NSQD:
 
     def registrations(self) -> list[tuple[str, str | None]]:
         out: list[tuple[str, str | None]] = []
+        if self.drain.draining:
+            return out
         for topic in self.topics.values():
             if topic.channels:
                 out.extend((topic.name, c) for c in topic.channels)
@@ -440,6 +445,7 @@ class NSQD:
             except Exception:
                 log.exception("TOPIC(%s): failed to persist", topic.name)
         log.info("NSQ: persisted %d messages to disk", written)
+        self.persisted_count = written
         for client in list(self.clients.values()):
             client.close()
         if self.lookup is not None:
@@ -448,6 +454,9 @@ class NSQD:
         for runner in self._runners:
             await runner.cleanup()
         self._stopped.set()
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
 
 
 def _bound(server: asyncio.AbstractServer) -> str:

@@ -63,6 +63,14 @@ class NsqdOptions(BaseModel):
         "message on disk until it is FINed, so acknowledged messages survive kill -9; topics and "
         "channels keep no memory queue (--mem-queue-size applies to ephemeral ones only)")
 
+    # drain (beyond NSQ): POST /drain, SIGTERM or SIGINT
+    drain_timeout: Duration = Field(
+        3.0, ge=0, description="how long a drain waits for messages in flight to connected consumers "
+        "before requeueing them and stopping")
+    drain_accept_publishes: bool = Field(
+        False, description="keep accepting (and persisting) publishes while draining, for a node that "
+        "comes back on the same disk; by default publishes fail so producers move to another nsqd")
+
     queue_scan_interval: Duration = Field(0.1, gt=0, description="how often the queue scan loop samples channels")
     queue_scan_refresh_interval: Duration = Field(5.0, gt=0, description="how often the queue scan loop refreshes its channel list")
     queue_scan_selection_count: int = Field(20, ge=1, description="number of channels sampled per scan")

@@ -337,6 +337,8 @@ class V2Protocol(asyncio.Protocol):
             raise ProtocolError(E.E_INVALID, "cannot SUB in current state")
         if client.heartbeat_interval <= 0:
             raise ProtocolError(E.E_INVALID, "cannot SUB with heartbeats disabled")
+        if self.nsqd.drain.draining:
+            raise ProtocolError(E.E_INVALID, "cannot SUB while draining")
         topic_name, channel_name = check_sub_params(cmd.params)
         return self._after_auth("SUB", topic_name, channel_name,
                                 lambda: self._subscribe(topic_name, channel_name))
@@ -444,6 +446,8 @@ class V2Protocol(asyncio.Protocol):
         client = self.client
         assert client is not None
         code = getattr(E, f"E_{command}_FAILED")
+        if self.nsqd.drain.refuses_publishes:
+            raise ProtocolError(code, f"{command} failed: draining")
         topic = self.nsqd.get_topic(topic_name)
         if topic.exiting or self.nsqd.exiting:
             raise ProtocolError(code, f"{command} failed: exiting")

@@ -103,6 +103,7 @@ def collect(nsqd: "NSQD", topic_filter: str = "", channel_filter: str = "",
     if include_mem:
         doc["memory"] = memory_stats()
     doc["producers"] = producers
+    doc["drain"] = nsqd.drain.state()
     return doc
 
 
