@@ -163,3 +163,21 @@ def test_sigterm_with_nothing_in_flight_exits_promptly(servers: Servers, connect
     assert exit_code(nsqd, 10) == 0
     assert time.monotonic() - started < 3
     assert idle.closed_within(5)
+
+
+def test_second_signal_cuts_the_wait_short_and_requeues(servers: Servers, connect: Connect,
+                                                       topic: str) -> None:
+    nsqd = servers.nsqd(drain_timeout="60s")
+    nsqd.post(f"/pub?topic={topic}", b"never-answered")
+    sub = subscribe(connect, nsqd, topic, "c", rdy=1)
+    sub.read_message()
+    started = time.monotonic()
+    nsqd.signal(signal.SIGTERM)
+    wait_for(lambda: nsqd.get_json("/drain")["in_flight"] == 1, 5, message="the drain waits for the message")
+    nsqd.signal(signal.SIGINT)
+    assert exit_code(nsqd, 10) == 0
+    assert time.monotonic() - started < 15
+
+    nsqd.start()
+    after = subscribe(connect, nsqd, topic, "c", rdy=1)
+    assert after.read_message().body == b"never-answered"
