@@ -1,0 +1,88 @@
+"""Every Kubernetes API call the operator makes, read from its code and kopf's (1.45):
+the chart's RBAC must allow each of them and nothing else. When the operator starts
+making a new call, add it here with where it is made, and to the chart's ClusterRole.
+
+Discovery (/version, /api, /apis/...) is left out: every authenticated user may read it
+(the default system:discovery role)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from tests.chart.rbac import Grant, Request
+
+# Where a call lands:
+#   object    - in the namespace of the object being worked on;
+#   watch     - kopf's list + watch streams: across every namespace when the operator
+#               watches all of them, else in each watched namespace;
+#   cluster   - a cluster-scoped resource;
+#   namespace-list - cluster-scoped, made only when the operator watches named namespaces.
+Scope = Literal["object", "watch", "cluster", "namespace-list"]
+
+
+@dataclass(frozen=True)
+class Call:
+    verb: str
+    group: str
+    resource: str
+    scope: Scope
+    where: str
+
+
+NSQ = "nsq.dev"
+CUSTOM = ("nsqclusters", "nsqtopics", "nsqchannels")
+BUILT = (("", "serviceaccounts"), ("", "configmaps"), ("", "services"), ("apps", "statefulsets"),
+         ("policy", "poddisruptionbudgets"))
+
+CALLS: list[Call] = [
+    *(Call(verb, NSQ, plural, "watch", "kopf: handlers, timers and indexes of handlers.build_registry")
+      for plural in CUSTOM for verb in ("list", "watch")),
+    *(Call(verb, "", "pods", "watch", "kopf: the topology-gate on.event handler of handlers.build_registry")
+      for verb in ("list", "watch")),
+    *(Call("patch", NSQ, plural, "object", "kopf: finalizer, progress and last-handled annotations")
+      for plural in CUSTOM),
+    *(Call("patch", NSQ, f"{plural}/status", "object", "kopf: the patch.status of every handler")
+      for plural in CUSTOM),
+    *(Call("get", NSQ, plural, "object", "reconcile.freshness.ensure_current; reconcile.topology reads the NsqCluster")
+      for plural in CUSTOM),
+    Call("update", NSQ, "nsqclusters/finalizers", "object",
+         "builders.ownership: ownerReferences with blockOwnerDeletion (OwnerReferencesPermissionEnforcement)"),
+    *(Call(verb, group, plural, "object", "kube.apply.apply of every manifest of builders.build_cluster")
+      for group, plural in BUILT for verb in ("get", "create", "patch")),
+    Call("list", "", "pods", "object", "kube.pods.component_pods"),
+    Call("patch", "", "pods/status", "object", "kube.pods.mark_topology_ready"),
+    Call("create", "", "events", "object", "kopf: posting of warnings and errors (handlers.login.configure)"),
+    *(Call(verb, "apiextensions.k8s.io", "customresourcedefinitions", "cluster",
+           "kopf: the resource observer follows CRDs") for verb in ("list", "watch")),
+    *(Call(verb, "", "namespaces", "namespace-list", "kopf: the namespace observer, when namespaces are named")
+      for verb in ("list", "watch")),
+]
+
+
+def requests(watched: list[str], sample_namespace: str = "some-namespace") -> list[Request]:
+    """The concrete requests the operator makes when it watches ``watched`` (all
+    namespaces when empty; objects then live in ``sample_namespace``)."""
+    out: list[Request] = []
+    object_namespaces = watched or [sample_namespace]
+    for call in CALLS:
+        if call.scope == "object":
+            out += [Request(call.verb, call.group, call.resource, ns) for ns in object_namespaces]
+        elif call.scope == "watch":
+            out += ([Request(call.verb, call.group, call.resource, ns) for ns in watched] if watched
+                    else [Request(call.verb, call.group, call.resource, None)])
+        elif call.scope == "cluster" or watched:
+            out.append(Request(call.verb, call.group, call.resource, None))
+    return out
+
+
+def least_grants(watched: list[str]) -> set[Grant]:
+    """The rights those requests need and no more: namespaced ones granted cluster-wide
+    only when every namespace is watched."""
+    out: set[Grant] = set()
+    for call in CALLS:
+        if call.scope in ("object", "watch"):
+            out |= ({Grant(call.group, call.resource, call.verb, ns) for ns in watched} if watched
+                    else {Grant(call.group, call.resource, call.verb, None)})
+        elif call.scope == "cluster" or watched:
+            out.add(Grant(call.group, call.resource, call.verb, None))
+    return out
