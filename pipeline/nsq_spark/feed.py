@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Iterable
+from typing import Any, Coroutine, Iterable
 
 from nsq_client import Connection, ConnectionDelegate, Message, NsqdNode, ServerError
 from nsq_client.lookup import LookupdPoller, nodes_with_topic
@@ -104,8 +104,8 @@ class Feed(ConnectionDelegate):
         except Exception as err:  # lookupd may list an nsqd that just went away: next poll retries
             log.warning("cannot subscribe on %s (listed by lookupd): %r", address, err)
 
-    def _spawn(self, coroutine: object) -> None:
-        task = asyncio.ensure_future(coroutine)  # type: ignore[arg-type]
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, TypeVar
+from typing import Callable, TypeVar
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
@@ -58,11 +58,3 @@ def consume_bodies(nsqd: Nsqd, topic: str, channel: str, expected: int, timeout:
             await consumer.stop()
         return received
     return asyncio.run(run())
-
-
-def total_input_rows(query: StreamingQuery) -> int:
-    return sum(int(p.get("numInputRows", 0)) for p in query.recentProgress)
-
-
-def progress_batches(query: StreamingQuery) -> list[dict[str, Any]]:
-    return list(query.recentProgress)
