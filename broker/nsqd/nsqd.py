@@ -9,7 +9,7 @@ import os
 import socket
 import ssl
 import time
-from typing import Awaitable
+from typing import Awaitable, Sequence
 
 from aiohttp import web
 
@@ -117,6 +117,10 @@ class NSQD:
 
     def new_message(self, body: bytes) -> Message:
         return Message(self._guid.next_id(), body)
+
+    def new_messages(self, bodies: Sequence[bytes]) -> list[Message]:
+        now = time.time_ns()
+        return [Message(msg_id, body, now) for msg_id, body in zip(self._guid.next_ids(len(bodies)), bodies)]
 
     # -- topics and channels --------------------------------------------------
     def _backend(self, name: str, ephemeral: bool) -> Backend:

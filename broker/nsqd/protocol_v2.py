@@ -11,7 +11,7 @@ import asyncio
 import json
 import logging
 import time
-from typing import TYPE_CHECKING, Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable, Sequence
 
 from nsq_protocol import CLOSE_WAIT, HEARTBEAT, MAGIC_V2, OK
 from nsq_protocol import errors as E
@@ -47,6 +47,9 @@ class V2Protocol(asyncio.Protocol):
         self._dead = False
         self._last_read = time.monotonic()
         self._heartbeat: asyncio.TimerHandle | None = None
+        # fixed for the process's life; read once rather than on every command
+        self._tls_required = nsqd.options.tls_required != "false"
+        self._auth_enabled = nsqd.options.auth_enabled
         self._handlers: dict[bytes, Callable[[Command], Response]] = {
             b"FIN": self._fin, b"RDY": self._rdy, b"REQ": self._req, b"PUB": self._pub,
             b"MPUB": self._mpub, b"DPUB": self._dpub, b"NOP": self._nop, b"TOUCH": self._touch,
@@ -225,7 +228,7 @@ class V2Protocol(asyncio.Protocol):
     def _enforce_tls(self, name: bytes) -> None:
         client = self.client
         assert client is not None
-        if self.nsqd.options.tls_required != "false" and not client.tls:
+        if self._tls_required and not client.tls:
             raise ProtocolError(E.E_INVALID, f"cannot {name.decode('utf-8', 'replace')} in current state (TLS required)")
 
     # -- IDENTIFY and AUTH ----------------------------------------------------
@@ -309,7 +312,7 @@ class V2Protocol(asyncio.Protocol):
         return self.nsqd.authenticate(client, cmd.body.decode("utf-8", "replace"))
 
     def _check_auth(self, command: str, topic: str, channel: str = "") -> Awaitable[None] | None:
-        if not self.nsqd.options.auth_enabled:
+        if not self._auth_enabled:
             return None
         client = self.client
         assert client is not None
@@ -442,7 +445,7 @@ class V2Protocol(asyncio.Protocol):
         return None
 
     # -- publishing -----------------------------------------------------------
-    def _publish(self, command: str, topic_name: str, bodies: list[bytes], defer: float) -> Response:
+    def _publish(self, command: str, topic_name: str, bodies: Sequence[bytes], defer: float) -> Response:
         client = self.client
         assert client is not None
         code = getattr(E, f"E_{command}_FAILED")
@@ -452,10 +455,13 @@ class V2Protocol(asyncio.Protocol):
         if topic.exiting or self.nsqd.exiting:
             raise ProtocolError(code, f"{command} failed: exiting")
         try:
-            for body in bodies:
-                msg = self.nsqd.new_message(body)
+            if len(bodies) == 1:
+                msg = self.nsqd.new_message(bodies[0])
                 msg.defer = defer
                 topic.put(msg)
+            else:  # MPUB: DPUB has one body, so nothing here is deferred
+                for msg in self.nsqd.new_messages(bodies):
+                    topic.put(msg)
         except DiskQueueError as e:
             raise ProtocolError(code, f"{command} failed {e}") from None
         client.published(topic_name, len(bodies))
@@ -475,13 +481,17 @@ class V2Protocol(asyncio.Protocol):
     def _pub(self, cmd: Command) -> Response:
         assert cmd.body is not None
         body, topic = cmd.body, cmd.topic
-        return self._after_auth("PUB", topic, "", lambda: self._publish("PUB", topic, [body], 0.0))
+        if not self._auth_enabled:
+            return self._publish("PUB", topic, (body,), 0.0)
+        return self._after_auth("PUB", topic, "", lambda: self._publish("PUB", topic, (body,), 0.0))
 
     def _mpub(self, cmd: Command) -> Response:
         bodies, topic = cmd.bodies, cmd.topic
+        if not self._auth_enabled:
+            return self._publish("MPUB", topic, bodies, 0.0)
         return self._after_auth("MPUB", topic, "", lambda: self._publish("MPUB", topic, bodies, 0.0))
 
     def _dpub(self, cmd: Command) -> Response:
         assert cmd.body is not None
         body, topic, defer = cmd.body, cmd.topic, cmd.defer_ms / 1000
-        return self._after_auth("DPUB", topic, "", lambda: self._publish("DPUB", topic, [body], defer))
+        return self._after_auth("DPUB", topic, "", lambda: self._publish("DPUB", topic, (body,), defer))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 from .errors import (
@@ -168,7 +168,7 @@ class Command:
     name: bytes
     params: tuple[bytes, ...]
     body: bytes | None = None
-    bodies: list[bytes] = field(default_factory=list)
+    bodies: Sequence[bytes] = ()  # a shared empty default: no list built for every FIN
     defer_ms: int = 0
 
     @property
