@@ -7,8 +7,11 @@ count against RDY (so ``max_in_flight`` bounds what waits for Spark) and against
 message timeout, so they are TOUCHed every ``touch_interval``. A FIN is sent only for
 messages of committed batches, on the connection that delivered them.
 
-Nothing fails quietly: an error frame or a connection lost while running is kept as the
-feed's failure, and :meth:`Feed.check` (called by every reader method) raises it.
+Nothing fails quietly: an error frame, or a connection lost while it delivered messages
+the reader still holds, is kept as the feed's failure, and :meth:`Feed.check` (called by
+every reader method) raises it. A connection nsqd closes while nothing of the reader's is
+on it (a drained or restarted nsqd) is let go and dialed again (lookupd's nsqds are
+found again by the next poll).
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import logging
 from typing import Any, Coroutine, Iterable
 
 from nsq_client import Connection, ConnectionDelegate, Message, NsqdNode, ServerError
+from nsq_client.backoff import reconnect_delay
 from nsq_client.lookup import LookupdPoller, nodes_with_topic
 from nsq_client.rdy import split_max_in_flight
 
@@ -134,8 +138,36 @@ class Feed(ConnectionDelegate):
         self._fail(NsqSourceError(f"{conn.address}: nsqd answered {error.code}: {error.text}"))
 
     def on_close(self, conn: Connection, reason: BaseException | None) -> None:
-        if not self._closing:
-            self._fail(NsqSourceError(f"{conn.address}: connection lost: {reason}"))
+        if self._closing:
+            return
+        if conn.in_flight > 0:  # their FIN has no way to nsqd any more
+            self._fail(NsqSourceError(f"{conn.address}: connection lost holding {conn.in_flight} "
+                                      f"message(s): {reason}"))
+            return
+        # nothing of ours was on it (a drained or restarted nsqd): carry on without it
+        log.warning("%s closed the connection, holding nothing of ours: %s", conn.address, reason)
+        conns = self._conns.get(conn.address, [])
+        if conn in conns:
+            conns.remove(conn)
+        if conns:
+            return
+        self._conns.pop(conn.address, None)
+        self._spread_rdy()
+        if conn.address in self.options.nsqd_tcp_addresses:
+            self._spawn(self._redial(conn.address))
+        elif self._poller is not None:
+            self._poller.recheck()
+
+    async def _redial(self, address: str) -> None:
+        """Subscribe again on an nsqd given by address, with growing delays until it answers."""
+        attempt = 0
+        while not self._closing and address not in self._conns:
+            attempt += 1
+            await asyncio.sleep(reconnect_delay(self.config, attempt))
+            try:
+                await self._subscribe(address)
+            except Exception as err:
+                log.warning("cannot subscribe on %s again (attempt %d): %r", address, attempt, err)
 
     def _fail(self, error: BaseException) -> None:
         if self._failure is None:

@@ -178,6 +178,27 @@ def test_a_lost_nsqd_fails_the_reader_loudly(servers, open_reader) -> None:
         reader.commit(end)
 
 
+def test_a_drained_nsqd_is_let_go_once_its_messages_are_committed_and_dialed_again(servers, open_reader) -> None:
+    leaving, staying = servers.nsqd(), servers.nsqd()
+    publish(leaving, TOPIC, bodies(3, "leaving"))
+    reader = open_reader(topic=TOPIC, channel=CHANNEL, lookupd_poll_interval="200ms",
+                         nsqd_tcp_addresses=f"{leaving.tcp_address},{staying.tcp_address}")
+    start = reader.initialOffset()
+    end = next_offset(reader, start, until=lambda end: end["seq"] == 3)
+    assert leaving.post("/drain").status == 200  # nsqd waits for what is in flight, then exits
+    assert len(rows_between(reader, start, end)) == 3
+    reader.commit(end)
+    assert wait_for(lambda: leaving.proc is not None and leaving.proc.poll() is not None,
+                    message="the drained nsqd exits") and leaving.stop() == 0
+
+    publish(staying, TOPIC, bodies(2, "staying"))
+    later = next_offset(reader, end, until=lambda later: later["seq"] == 5)  # no failure raised
+    leaving.start()
+    publish(leaving, TOPIC, bodies(2, "back"))
+    last = next_offset(reader, later, until=lambda last: last["seq"] == 7, timeout=20)
+    assert sorted(r["body"] for r in rows_between(reader, end, last)) == sorted(bodies(2, "staying") + bodies(2, "back"))
+
+
 def test_an_error_frame_fails_the_reader(servers, open_reader) -> None:
     nsqd = servers.nsqd(msg_timeout="1s")
     publish(nsqd, TOPIC, bodies(2))
