@@ -51,6 +51,9 @@ CALLS: list[Call] = [
       for group, plural in BUILT for verb in ("get", "create", "patch")),
     Call("list", "", "pods", "object", "kube.pods.component_pods"),
     Call("patch", "", "pods/status", "object", "kube.pods.mark_topology_ready"),
+    # handlers.login.configure means warnings and errors to become events; with kopf 1.45
+    # they are posted only once settings.posting.loggers is also set (the Events of the
+    # rolling upgrade are posted explicitly)
     Call("create", "", "events", "object", "kopf: posting of warnings and errors (handlers.login.configure)"),
     *(Call(verb, "apiextensions.k8s.io", "customresourcedefinitions", "cluster",
            "kopf: the resource observer follows CRDs") for verb in ("list", "watch")),
