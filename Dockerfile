@@ -6,7 +6,7 @@
 ARG PYTHON_IMAGE=python:3.11-slim
 
 FROM ${PYTHON_IMAGE} AS build
-ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY protocol/ protocol/
@@ -19,7 +19,7 @@ COPY pipeline/ pipeline/
 RUN pip wheel --wheel-dir /wheels .
 
 FROM ${PYTHON_IMAGE}
-ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 # The wheels are mounted for the install only, so they leave no layer behind. The uid
 # is the one the operator's pods run as (runAsUser 65532); /data is nsqd's data path.
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \

@@ -26,7 +26,8 @@ CUSTOM_KINDS = {"NsqCluster": ("nsqclusters", None), "NsqTopic": ("nsqtopics", N
 
 def crd_schema(plural: str) -> dict[str, Any]:
     crd = yaml.safe_load((REPO_CRDS / f"{plural}.nsq.dev.yaml").read_text(encoding="utf-8"))
-    return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    schema: dict[str, Any] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return schema
 
 
 def validate_custom(obj: dict[str, Any]) -> None:
@@ -43,7 +44,8 @@ def validate_custom(obj: dict[str, Any]) -> None:
 def operator_container(objects: list[dict[str, Any]]) -> dict[str, Any]:
     containers = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
     assert len(containers) == 1
-    return containers[0]
+    container: dict[str, Any] = containers[0]
+    return container
 
 
 @pytest.mark.parametrize("values", [None, CUSTOM], ids=["defaults", "custom"])

@@ -82,7 +82,7 @@ async def test_every_request_the_operator_makes_is_allowed_by_the_chart(helm: He
             await operator.delete(kind, name)
 
             async def gone(kind: str = kind, name: str = name) -> bool:
-                return await operator.get(kind, name) is None  # type: ignore[union-attr]
+                return await operator.get(kind, name) is None
             await operator.until(gone, 40, f"{kind} {name} deleted past its finalizer")
     finally:
         if operator is not None:
