@@ -60,7 +60,7 @@ def run(argv: Sequence[str]) -> int:
         print(e, file=sys.stderr)
         return 2
 
-    logger = make_logger(PROGRAM, options.log_prefix, options.log_level)
+    logger = make_logger(PROGRAM, options.log_prefix, options.log_level, fmt=options.log_format)
     logger.info("%s", version_string())
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
         return runner.run(serve(options, logger))

@@ -6,15 +6,17 @@ import logging
 import sys
 from typing import TextIO
 
-from nsq_protocol.logfmt import NsqTextFormatter, level_number
+from nsq_protocol.logfmt import NsqJsonFormatter, NsqTextFormatter, level_number
 
 
-def make_logger(name: str, prefix: str, level: str, stream: TextIO | None = None) -> logging.Logger:
-    """A logger of its own (not propagated to the root) writing NSQ-style lines."""
+def make_logger(name: str, prefix: str, level: str, stream: TextIO | None = None,
+                fmt: str = "text") -> logging.Logger:
+    """A logger of its own (not propagated to the root) writing NSQ-style lines, or one
+    JSON object a line with ``fmt="json"``."""
     logger = logging.getLogger(name)
     logger.handlers.clear()
     handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(NsqTextFormatter(prefix))
+    handler.setFormatter(NsqJsonFormatter(name) if fmt == "json" else NsqTextFormatter(prefix))
     logger.addHandler(handler)
     logger.setLevel(level_number(level))
     logger.propagate = False

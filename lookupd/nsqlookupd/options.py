@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import socket
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
@@ -37,6 +37,7 @@ class NsqlookupdOptions(BaseModel):
 
     log_level: LogLevel = Field("info", description="set log verbosity: debug, info, warn, error, or fatal")
     log_prefix: str = Field("[nsqlookupd] ", description="log message prefix")
+    log_format: Literal["text", "json"] = Field("text", description="log line format: text (NSQ's) or json")
     tcp_address: ListenAddress = Field("0.0.0.0:4160", description="<addr>:<port> to listen on for TCP clients")
     http_address: ListenAddress = Field("0.0.0.0:4161", description="<addr>:<port> to listen on for HTTP clients")
     broadcast_address: str = Field(default_factory=socket.gethostname,

@@ -112,3 +112,12 @@ def test_a_signal_stops_it_promptly_with_exit_0_even_with_clients_connected(
     finally:
         peer.close()
         http.close()
+
+
+def test_log_format_json_writes_one_json_object_per_line(start_lookupd: StartLookupd) -> None:
+    lookupd = start_lookupd(log_format="json")
+    lookupd.stop()
+    lines = [line for line in lookupd.log().splitlines() if line.startswith("{")]
+    records = [json.loads(line) for line in lines]
+    assert any("TCP: listening on" in r["msg"] for r in records), lines
+    assert all(r["component"] == "nsqlookupd" and r["level"] for r in records)
