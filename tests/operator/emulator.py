@@ -104,6 +104,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
             namespace = request.namespace or meta.get("namespace")
             if namespace:
                 meta["namespace"] = namespace
+            if "name" not in meta and meta.get("generateName"):  # as the API server does (events)
+                meta["name"] = f"{meta['generateName']}{uuid.uuid4().hex[:5]}"
             key = (resource, namespace, meta["name"])
             if key in objects and not objects[key].deleted:
                 raise kmock.KubernetesError(status=409, reason="AlreadyExists", message=f"{meta['name']} exists")

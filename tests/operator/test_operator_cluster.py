@@ -105,6 +105,13 @@ async def test_bad_cluster_specs_are_degraded_naming_the_field(operator: Operato
     assert field in condition["message"]
     assert await operator.core(f"/apis/apps/v1/namespaces/{NS}/statefulsets/{name}-nsqd") is None
 
+    async def problem_event() -> Any:  # kopf names the type after the log level: Warning or Error
+        events = await operator.core(f"/api/v1/namespaces/{NS}/events")
+        return [e for e in (events or {}).get("items", [])
+                if e.get("involvedObject", {}).get("name") == name and e.get("type") in ("Warning", "Error")
+                and field in e.get("message", "")]
+    await operator.until(problem_event, 20, f"an event about {name} naming {field}")
+
 
 async def test_owned_objects_are_put_back_and_the_cluster_can_be_deleted(operator: OperatorUnderTest) -> None:
     await operator.create("NsqCluster", "delta", {"nsqd": {"replicas": 0}, "lookupd": {"replicas": 1}})
