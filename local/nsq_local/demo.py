@@ -1,107 +1,110 @@
-"""``make demo``: NSQ on this machine, end to end, with a summary.
+"""``make demo``: a rolling restart of a local 3-nsqd cluster under load, with 0 lost.
 
-Starts an nsqd process, publishes messages to two topics over HTTP /mpub, consumes them
-from two channels per topic over protocol V2, and checks that every channel received
-every message ID exactly as published.
+Starts 2 nsqlookupds and 3 nsqds (each with its own data directory and ports), creates
+the topics and channels on every nsqd, starts producers (one producer pool over the
+nsqds) and consumers (through the lookupds), and then: load for a while; drain, restart
+and wait for each nsqd in turn while the load goes on; load for a while again; stop
+publishing and wait until every channel got every acknowledged message. Prints the
+report and exits 1 if an acknowledged message was lost or a node did not stop cleanly.
+
+``python -m nsq_local.demo [options]`` is ``nsq-local demo [options]``.
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
-import tempfile
+import logging
 import time
-from pathlib import Path
+from typing import Callable
 
-import aiohttp
+from .cluster import LocalCluster
+from .ledger import Ledger
+from .load import Load
+from .options import DemoOptions
+from .report import Report
+from .rolling import NodeRestart, RollingRestartError, rolling_restart
+from .waiting import NotReachedError, wait_until
 
-from nsq_protocol import MAGIC_V2, commands
-from nsq_protocol.frames import FRAME_MESSAGE, FrameDecoder
-from nsq_protocol.message import decode_message
+log = logging.getLogger("nsq_local")
 
-from .processes import Node
-
-
-async def publish(http_address: str, topic: str, bodies: list[bytes], batch: int = 500) -> None:
-    async with aiohttp.ClientSession() as http:
-        for i in range(0, len(bodies), batch):
-            data = commands.encode_mpub_body(bodies[i:i + batch])
-            async with http.post(f"http://{http_address}/mpub?topic={topic}&binary=true", data=data) as r:
-                if r.status != 200:
-                    raise RuntimeError(f"/mpub answered {r.status}: {await r.text()}")
+Progress = Callable[[str], None]
 
 
-async def consume(tcp_address: str, topic: str, channel: str, expected: int,
-                  timeout: float) -> list[bytes]:
-    """Subscribe with RDY 500, FIN everything, return the bodies in arrival order."""
-    host, port = tcp_address.rsplit(":", 1)
-    reader, writer = await asyncio.open_connection(host, int(port))
-    writer.write(MAGIC_V2 + commands.sub(topic, channel) + commands.rdy(500))
-    decoder, bodies = FrameDecoder(), []
-    deadline = time.monotonic() + timeout
+def _quiet(message: str) -> None:
+    log.info("%s", message)
+
+
+async def run_demo(options: DemoOptions, progress: Progress = _quiet) -> Report:
+    started = time.monotonic()
+    cluster = LocalCluster(options.cluster)
+    topics, channels = options.load.topics, options.load.channels
+    errors: list[str] = []
+    restarts: list[NodeRestart] = []
+    progress(f"starting {len(cluster.lookupds)} nsqlookupds and {len(cluster.nsqds)} nsqds "
+             f"in {options.cluster.workdir}")
+    await cluster.start()
     try:
-        while len(bodies) < expected:
-            chunk = await asyncio.wait_for(reader.read(65536), max(0.01, deadline - time.monotonic()))
-            if not chunk:
-                raise RuntimeError("nsqd closed the connection")
-            decoder.feed(chunk)
-            fins = []
-            for frame in decoder:
-                if frame.type == FRAME_MESSAGE:
-                    msg = decode_message(frame.data)
-                    bodies.append(msg.body)
-                    fins.append(commands.fin(msg.id))
-                elif frame.data == b"_heartbeat_":
-                    fins.append(commands.nop())
-            writer.write(b"".join(fins))
+        for node in cluster.lookupds + cluster.nsqds:
+            progress(f"  {node.name:<13} TCP {node.tcp_address}  HTTP {node.http_address}")
+        await cluster.create_topics(topics, channels)
+        ledger = Ledger(topics, channels, first_phase="before")
+        load = Load(options.load, ledger, cluster.nsqd_tcp_addresses, cluster.lookupd_http_addresses)
+        progress(f"load: {len(topics)} topics x {len(channels)} channels, "
+                 f"{options.load.rate:g} messages/s per topic; {options.before:g}s before the restart")
+        await load.start()
+        try:
+            await asyncio.sleep(options.before)  # a phase of steady load, not a wait for anything
+            ledger.begin_phase("during")
+            progress("rolling restart: drain, restart on the same data directory, wait until "
+                     "ready and registered, next")
+
+            def on_restart(r: NodeRestart) -> None:
+                progress(f"  {r.name}: held {r.held} messages, drained by {r.drained_by} in "
+                         f"{r.drain_seconds:.2f}s, exit code {r.exit_code}, back {r.back_seconds:.2f}s later")
+            try:
+                restarts = await rolling_restart(cluster, options.exit_timeout, options.drain_by, on_restart)
+            except RollingRestartError as err:
+                restarts = err.restarts
+                errors.append(str(err))
+            ledger.begin_phase("after")
+            progress(f"load goes on for {options.after:g}s")
+            await asyncio.sleep(options.after)
+            errors += await _wait_all_nodes_deliver(ledger, cluster, options.settle_timeout)
+            await load.stop_publishing()
+            ledger.begin_phase("settle")
+            progress("publishing stopped; waiting until every acknowledged message is delivered")
+            all_delivered = await load.wait_all_delivered(options.settle_timeout)
+            settled = time.monotonic()
+        finally:
+            await load.stop()
     finally:
-        writer.close()
-    return bodies
+        codes = await cluster.stop()
+    errors += [f"{name} exited with {code} when the cluster stopped" for name, code in codes.items() if code != 0]
+    return Report(tally=ledger.tally(now=settled), restarts=restarts, nsqds=len(cluster.nsqds),
+                  lookupds=len(cluster.lookupds), all_delivered=all_delivered, errors=errors,
+                  seconds=time.monotonic() - started,
+                  node_names={n.tcp_address: n.name for n in cluster.nsqds})
 
 
-async def run(messages: int, workdir: Path) -> bool:
-    nsqd = Node("nsqd", "nsqd-0", workdir / "nsqd-0")
-    print(f"starting nsqd on {nsqd.tcp_address} (HTTP {nsqd.http_address}), data in {workdir}")
-    await nsqd.start()
-    ok = True
+async def _wait_all_nodes_deliver(ledger: Ledger, cluster: LocalCluster, timeout: float) -> list[str]:
+    """The phase after the roll lasts until consumers got messages from every nsqd again
+    (restarted nodes are back in use by producers and consumers); the nodes that did not
+    deliver within ``timeout`` are errors."""
+    every = set(cluster.nsqd_tcp_addresses)
+
+    async def all_deliver() -> bool:
+        return set(ledger.deliveries_by_node("after")) >= every
     try:
-        plan = {f"demo-{name}": ["archive", "alerts"] for name in ("orders", "clicks")}
-        async with aiohttp.ClientSession() as http:
-            for topic, channels in plan.items():
-                for path in [f"/topic/create?topic={topic}"] + [
-                        f"/channel/create?topic={topic}&channel={c}" for c in channels]:
-                    async with http.post(f"http://{nsqd.http_address}{path}") as r:
-                        if r.status != 200:
-                            raise RuntimeError(f"{path} answered {r.status}")
-        started = time.monotonic()
-        sent = {topic: [b"%s-%06d" % (topic.encode(), i) for i in range(messages)] for topic in plan}
-        await asyncio.gather(*(publish(nsqd.http_address, topic, bodies) for topic, bodies in sent.items()))
-        published = time.monotonic() - started
-        results = await asyncio.gather(*(consume(nsqd.tcp_address, t, c, messages, 60)
-                                         for t, chans in plan.items() for c in chans))
-        elapsed = time.monotonic() - started
-        print(f"\n{'topic':<14}{'channel':<10}{'published':>10}{'delivered':>10}{'lost':>6}{'dupes':>6}")
-        for (topic, channel), got in zip([(t, c) for t, cs in plan.items() for c in cs], results):
-            lost = len(set(sent[topic]) - set(got))
-            dupes = len(got) - len(set(got))
-            ok &= lost == 0
-            print(f"{topic:<14}{channel:<10}{len(sent[topic]):>10}{len(got):>10}{lost:>6}{dupes:>6}")
-        total = messages * len(plan)
-        print(f"\npublished {total} messages in {published:.2f}s; delivered to 4 channels in {elapsed:.2f}s")
-    finally:
-        code = await nsqd.stop()
-        print(f"nsqd stopped (exit {code})")
-    print("OK: nothing lost" if ok else "FAILED: messages lost")
-    return ok
+        await wait_until(all_deliver, timeout, "every nsqd delivering after the rolling restart", interval=0.1)
+    except NotReachedError:
+        idle = every - set(ledger.deliveries_by_node("after"))
+        return [f"{address} delivered nothing after the rolling restart" for address in sorted(idle)]
+    return []
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="nsq-demo", description=__doc__)
-    parser.add_argument("--messages", type=int, default=20000, help="messages per topic")
-    parser.add_argument("--workdir", type=Path, default=None, help="where nodes keep data and logs")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="nsq-demo-") as tmp:
-        ok = asyncio.run(run(args.messages, args.workdir or Path(tmp)))
-    return 0 if ok else 1
+    from .cli import main as cli_main
+    import sys
+    return cli_main(["demo", *sys.argv[1:]])
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import aiohttp
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 def program(name: str) -> str:
@@ -86,6 +86,28 @@ class Node:
                     await self.kill()
                     raise RuntimeError(f"{self.name} did not answer /ping within {timeout}s")
                 await asyncio.sleep(0.05)
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.returncode is None
+
+    def signal(self, sig: int) -> None:
+        if self.running:
+            assert self.proc is not None
+            os.killpg(self.proc.pid, sig)
+
+    async def wait_exited(self, timeout: float) -> int | None:
+        """Wait for the process to end by itself; its exit code, or None when it is still
+        running after ``timeout`` seconds (it is left running)."""
+        proc = self.proc
+        if proc is None:
+            return None
+        try:
+            await asyncio.wait_for(proc.wait(), timeout)
+        except asyncio.TimeoutError:
+            return None
+        self.proc = None
+        return proc.returncode
 
     async def stop(self, timeout: float = 30.0) -> int | None:
         """SIGTERM, wait; SIGKILL after ``timeout``."""
