@@ -85,11 +85,13 @@ async def _up(options: ClusterOptions) -> int:
         loop.add_signal_handler(sig, stop.set)
     await cluster.start()
     try:
-        print(f"cluster up, data and logs in {options.workdir}")
-        for node in cluster.lookupds + cluster.nsqds:
-            print(f"  {node.name:<13} TCP {node.tcp_address}  HTTP {node.http_address}")
-        print(f"  --lookupd-http-address {' --lookupd-http-address '.join(cluster.lookupd_http_addresses)}")
-        print("Ctrl-C stops it", flush=True)
+        lines = [f"cluster up, data and logs in {options.workdir}"]
+        lines += [f"  {node.name:<13} TCP {node.tcp_address}  HTTP {node.http_address}"
+                  for node in cluster.lookupds + cluster.nsqds]
+        lines += ["consumers: " + " ".join(f"--lookupd-http-address={a}" for a in cluster.lookupd_http_addresses),
+                  "producers: " + " ".join(f"--nsqd-tcp-address={a}" for a in cluster.nsqd_tcp_addresses),
+                  "Ctrl-C stops it"]
+        print("\n".join(lines), flush=True)
         await stop.wait()
     finally:
         codes = await cluster.stop()
