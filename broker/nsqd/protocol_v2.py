@@ -435,6 +435,10 @@ class V2Protocol(asyncio.Protocol):
     def _cls(self, cmd: Command) -> Response:
         client = self.client
         assert client is not None
+        if client.state == ClientState.CLOSING:
+            # already closing (a drain put it there, or CLS came twice): confirm again rather
+            # than drop the connection and, with it, the FINs of the messages it still holds
+            return CLOSE_WAIT
         if client.state != ClientState.SUBSCRIBED:
             raise ProtocolError(E.E_INVALID, "cannot CLS in current state")
         client.state = ClientState.CLOSING

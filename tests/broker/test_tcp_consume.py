@@ -58,6 +58,22 @@ def test_rdy_after_cls_is_ignored_and_fin_still_works(nsqd: Nsqd, consumer: Cons
     assert nsqd.channel(topic, "ch")["depth"] == 1  # type: ignore[index]
 
 
+def test_cls_while_closing_is_confirmed_again_and_fin_still_works(nsqd: Nsqd, consumer: Consumer,
+                                                                  publish: Publish, topic: str) -> None:
+    # a draining nsqd puts its consumers in CLOSING; their own CLS must not cost them their FINs
+    publish(nsqd, topic, b"held")
+    conn = consumer(nsqd, topic, "ch", rdy=1)
+    msg = conn.read_message()
+    conn.cls()
+    conn.expect_response(CLOSE_WAIT)
+    conn.cls()
+    conn.expect_response(CLOSE_WAIT)
+    conn.fin(msg.id)
+    conn.nop()
+    wait_for(lambda: nsqd.channel(topic, "ch")["in_flight_count"] == 0)  # type: ignore[index]
+    assert nsqd.channel(topic, "ch")["depth"] == 0  # type: ignore[index]
+
+
 def test_commands_after_cls(nsqd: Nsqd, consumer: Consumer, topic: str) -> None:
     conn = consumer(nsqd, topic, "ch", rdy=1)
     conn.cls()
