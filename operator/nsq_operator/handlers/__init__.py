@@ -23,8 +23,9 @@ def build_registry(intervals: Intervals) -> kopf.OperatorRegistry:
     clusters = (GROUP, VERSION, "nsqclusters")
     for on in (kopf.on.create, kopf.on.update, kopf.on.resume):
         on(*clusters, registry=registry, id="reconcile", backoff=intervals.retry)(cluster_changed)
+    # a failed pass (an nsqd slow to answer) retries after `retry`, not kopf's default minute
     kopf.timer(*clusters, registry=registry, id="status", interval=intervals.cluster_status,
-               initial_delay=intervals.cluster_status)(cluster_tick)
+               initial_delay=intervals.cluster_status, backoff=intervals.retry)(cluster_tick)
 
     for plural in ("nsqtopics", "nsqchannels"):
         resource = (GROUP, VERSION, plural)
@@ -32,7 +33,7 @@ def build_registry(intervals: Intervals) -> kopf.OperatorRegistry:
             on(*resource, registry=registry, id="reconcile", backoff=intervals.retry)(topology_changed)
         kopf.on.delete(*resource, registry=registry, id="delete", backoff=intervals.retry)(topology_deleted)
         kopf.timer(*resource, registry=registry, id="drift", interval=intervals.topology,
-                   initial_delay=intervals.topology)(topology_tick)
+                   initial_delay=intervals.topology, backoff=intervals.retry)(topology_tick)
 
     kopf.index(GROUP, VERSION, "nsqtopics", registry=registry, id="declared_topics")(declared_topics)
     kopf.index(GROUP, VERSION, "nsqchannels", registry=registry, id="declared_channels")(declared_channels)
