@@ -23,10 +23,6 @@ FLAVOURS = ["ours", pytest.param("go", marks=pytest.mark.nsqd_ref)]
 _numbers = itertools.count()
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "nsqd_ref: the same client test against the Go nsqd named by NSQD_REF")
-
-
 class GoNsqd(Nsqd):
     """The reference nsqd binary, started with the same flags as ours."""
 
