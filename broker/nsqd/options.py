@@ -13,8 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from nsq_protocol.flags import Duration
-
-LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
+from nsq_protocol.logfmt import LOG_LEVELS, normalize_level
 
 
 def _default_node_id() -> int:
@@ -120,14 +119,7 @@ class NsqdOptions(BaseModel):
     @field_validator("log_level", mode="before")
     @classmethod
     def _log_level(cls, value: object) -> object:
-        if isinstance(value, str):
-            lowered = value.lower()
-            if lowered == "warning":
-                lowered = "warn"
-            if lowered not in LOG_LEVELS:
-                raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
-            return lowered
-        return value
+        return normalize_level(value)
 
     @field_validator("tls_required", mode="before")
     @classmethod

@@ -7,20 +7,9 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from nsq_protocol.flags import Duration
-from nsq_protocol.logfmt import LOG_LEVELS
+from nsq_protocol.logfmt import normalize_level
 
 from .listen import split_host_port
-
-
-def _log_level(value: object) -> object:
-    if isinstance(value, str):
-        level = value.lower()
-        if level == "warning":
-            level = "warn"
-        if level not in LOG_LEVELS:
-            raise ValueError(f"invalid log level {value!r} (debug, info, warn, error, fatal)")
-        return level
-    return value
 
 
 def _listen_address(value: str) -> str:
@@ -28,7 +17,7 @@ def _listen_address(value: str) -> str:
     return value
 
 
-LogLevel = Annotated[str, BeforeValidator(_log_level)]
+LogLevel = Annotated[str, BeforeValidator(normalize_level)]
 ListenAddress = Annotated[str, AfterValidator(_listen_address)]
 
 

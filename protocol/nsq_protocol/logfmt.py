@@ -17,6 +17,19 @@ _LABELS = {logging.DEBUG: "DEBUG", logging.INFO: "INFO", logging.WARNING: "WARNI
            logging.ERROR: "ERROR", logging.CRITICAL: "FATAL"}
 
 
+def normalize_level(value: object) -> object:
+    """A ``--log-level`` as given (any case, ``warning`` for ``warn``) to its canonical
+    name; ValueError for an unknown one. Non-strings pass through for the model to judge."""
+    if not isinstance(value, str):
+        return value
+    level = value.lower()
+    if level == "warning":
+        level = "warn"
+    if level not in LOG_LEVELS:
+        raise ValueError(f"invalid log level {value!r} ({', '.join(LOG_LEVELS)})")
+    return level
+
+
 def level_number(level: str) -> int:
     """The logging level of a ``--log-level`` value (KeyError for anything else)."""
     return _NUMBERS[level]
