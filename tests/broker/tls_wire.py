@@ -6,7 +6,8 @@ from __future__ import annotations
 import ssl
 from typing import Any
 
-from tests.broker.wire import WireConn, _Deflate, _Snappy
+from nsqd.compression import DeflateCodec, SnappyCodec
+from tests.broker.wire import WireConn
 
 
 class TlsWireConn(WireConn):
@@ -22,10 +23,10 @@ class TlsWireConn(WireConn):
             self.sock = context.wrap_socket(self.sock, server_hostname=server_hostname)
             self.expect_ok()
         if answer.get("deflate"):
-            self._codec = _Deflate(answer["deflate_level"])
+            self._codec = DeflateCodec(answer["deflate_level"])
             self.expect_ok()
         elif answer.get("snappy"):
-            self._codec = _Snappy()
+            self._codec = SnappyCodec()
             self.expect_ok()
         return answer
 

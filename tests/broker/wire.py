@@ -10,13 +10,11 @@ from __future__ import annotations
 import json
 import socket
 import time
-import zlib
-from typing import Any, Iterable, Protocol
-
-import snappy
+from typing import Any, Iterable
 
 from nsq_protocol import HEARTBEAT, MAGIC_V2, OK, Frame, FrameDecoder, WireMessage, decode_message
 from nsq_protocol import commands as cmd
+from nsqd.compression import DeflateCodec, SnappyCodec, StreamCodec
 
 Address = tuple[str, int]
 
@@ -27,36 +25,6 @@ class Closed(Exception):
 
 class Silent(Exception):
     """Nothing (or not enough) arrived before the deadline."""
-
-
-class _Codec(Protocol):
-    def encode(self, data: bytes) -> bytes: ...
-    def decode(self, data: bytes) -> bytes: ...
-
-
-class _Deflate:
-    def __init__(self, level: int) -> None:
-        self._out = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS)
-        self._in = zlib.decompressobj(-zlib.MAX_WBITS)
-
-    def encode(self, data: bytes) -> bytes:
-        return self._out.compress(data) + self._out.flush(zlib.Z_SYNC_FLUSH)
-
-    def decode(self, data: bytes) -> bytes:
-        return self._in.decompress(data)
-
-
-class _Snappy:
-    def __init__(self) -> None:
-        self._out = snappy.StreamCompressor()
-        self._in = snappy.StreamDecompressor()
-
-    def encode(self, data: bytes) -> bytes:
-        # the framing format carries at most 64 KiB of input per chunk
-        return b"".join(self._out.add_chunk(data[i:i + 65536]) for i in range(0, len(data), 65536))
-
-    def decode(self, data: bytes) -> bytes:
-        return self._in.decompress(data)
 
 
 def parse_address(address: str | Address) -> Address:
@@ -74,7 +42,7 @@ class WireConn:
         self.sock = socket.create_connection(parse_address(address), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._frames = FrameDecoder()
-        self._codec: _Codec | None = None
+        self._codec: StreamCodec | None = None
         self._eof = False
         self.heartbeats = 0
         # bytes as they crossed the socket, and the same bytes before compression
@@ -242,14 +210,14 @@ class WireConn:
         self.identify({"feature_negotiation": True, **features})
         answer = self.read_json()
         if answer.get("deflate"):
-            self._switch(_Deflate(answer["deflate_level"]))
+            self._switch(DeflateCodec(answer["deflate_level"]))
         elif answer.get("snappy"):
-            self._switch(_Snappy())
+            self._switch(SnappyCodec())
         if answer.get("deflate") or answer.get("snappy"):
             self.expect_ok()
         return answer
 
-    def _switch(self, codec: _Codec) -> None:
+    def _switch(self, codec: StreamCodec) -> None:
         # what arrived after the IDENTIFY answer was already compressed
         rest = self._frames.take_unparsed()
         self._codec = codec
