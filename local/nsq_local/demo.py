@@ -18,7 +18,7 @@ from typing import Callable
 
 from .cluster import LocalCluster
 from .ledger import Ledger
-from .load import Load
+from .load import ConsumersFactory, Load
 from .options import DemoOptions
 from .report import Report
 from .rolling import NodeRestart, RollingRestartError, rolling_restart
@@ -33,7 +33,9 @@ def _quiet(message: str) -> None:
     log.info("%s", message)
 
 
-async def run_demo(options: DemoOptions, progress: Progress = _quiet) -> Report:
+async def run_demo(options: DemoOptions, progress: Progress = _quiet,
+                   consumers: ConsumersFactory | None = None) -> Report:
+    """The demo; ``consumers``: others than the load's own (see :class:`Load`)."""
     started = time.monotonic()
     cluster = LocalCluster(options.cluster)
     topics, channels = options.load.topics, options.load.channels
@@ -47,7 +49,8 @@ async def run_demo(options: DemoOptions, progress: Progress = _quiet) -> Report:
             progress(f"  {node.name:<13} TCP {node.tcp_address}  HTTP {node.http_address}")
         await cluster.create_topics(topics, channels)
         ledger = Ledger(topics, channels, first_phase="before")
-        load = Load(options.load, ledger, cluster.nsqd_tcp_addresses, cluster.lookupd_http_addresses)
+        load = Load(options.load, ledger, cluster.nsqd_tcp_addresses, cluster.lookupd_http_addresses,
+                    consumers)
         progress(f"load: {len(topics)} topics x {len(channels)} channels, "
                  f"{options.load.rate:g} messages/s per topic; {options.before:g}s before the restart")
         await load.start()

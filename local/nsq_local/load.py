@@ -8,11 +8,16 @@ nsqds through the lookupds; everything goes into a :class:`Ledger`.
     await load.stop_publishing()
     await load.wait_all_delivered(30)
     await load.stop()
+
+The consumers are the load's own (:class:`nsq_client.Consumer`) unless a
+:data:`ConsumersFactory` brings others (a third-party client, say) that report every
+delivery to the ledger.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Callable, Protocol
 
 from nsq_client import Config, Consumer, Handler, Message, NsqClientError, ProducerPool
 
@@ -26,15 +31,34 @@ PUBLISH_TIMEOUT = 10.0  # a publish not answered by then counts as failed (it ma
 CONSUMER_STOP_TIMEOUT = 10.0
 
 
+class Consumers(Protocol):
+    """Consumers of every channel of every topic of the load, each delivery reported with
+    ``ledger.delivered``; a slow channel (``options.slow_channel``) keeps up with only
+    ``slow_share`` of the rate until :meth:`catch_up`."""
+
+    async def start(self) -> None: ...
+
+    def catch_up(self) -> None:
+        """Publishing stopped: the slow channel consumes at full speed from now on."""
+
+    async def stop(self) -> object: ...
+
+
+# (load options, ledger, lookupd HTTP addresses) -> consumers, not started yet
+ConsumersFactory = Callable[[LoadOptions, Ledger, list[str]], Consumers]
+
+
 class Load:
     def __init__(self, options: LoadOptions, ledger: Ledger, nsqd_tcp_addresses: list[str],
-                 lookupd_http_addresses: list[str]) -> None:
+                 lookupd_http_addresses: list[str], consumers: ConsumersFactory | None = None) -> None:
         self.options = options
         self.ledger = ledger
         self._nsqds = list(nsqd_tcp_addresses)
         self._lookupds = list(lookupd_http_addresses)
         self._pool: ProducerPool | None = None
         self._consumers: list[Consumer] = []
+        self._consumers_factory = consumers
+        self._other_consumers: Consumers | None = None
         self._publishers: list[asyncio.Task[None]] = []
         self._stop_publishing = asyncio.Event()
 
@@ -53,6 +77,10 @@ class Load:
                     name=f"nsq-local-publish-{topic}-{i}"))
 
     async def _start_consumers(self) -> None:
+        if self._consumers_factory is not None:
+            self._other_consumers = self._consumers_factory(self.options, self.ledger, list(self._lookupds))
+            await self._other_consumers.start()
+            return
         config = Config(max_in_flight=self.options.max_in_flight,
                         lookupd_poll_interval=self.options.lookupd_poll_interval)
         for topic in self.options.topics:
@@ -109,6 +137,8 @@ class Load:
     async def stop_publishing(self) -> None:
         """Let every publish under way end (answered or failed), start no new one."""
         self._stop_publishing.set()
+        if self._other_consumers is not None:
+            self._other_consumers.catch_up()
         await asyncio.gather(*self._publishers)
 
     # -- ending ---------------------------------------------------------------------------------
@@ -129,5 +159,7 @@ class Load:
         if not self._stop_publishing.is_set():
             await self.stop_publishing()
         await asyncio.gather(*(c.stop(CONSUMER_STOP_TIMEOUT) for c in self._consumers))
+        if self._other_consumers is not None:
+            await self._other_consumers.stop()
         if self._pool is not None:
             await self._pool.stop()
