@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,7 @@ COUNT = 5
 DRAIN_TIMEOUT = 2.0
 
 
-async def channel_stats(cluster: LocalCluster) -> dict:
+async def channel_stats(cluster: LocalCluster) -> dict[str, Any]:
     [node] = cluster.nsqds
     stats = await cluster.nsqd_admin(node).stats(topic=TOPIC, channel=CHANNEL, include_clients=False)
     [topic] = stats["topics"]

@@ -42,8 +42,8 @@ async def test_readers_report_every_delivery_with_its_nsqd_and_message_id(tmp_pa
     assert seen == deliveries
     assert len(deliveries) == everything
     for channel in CHANNELS:
-        for address, bodies in sent.items():
-            assert sorted(d.body for d in deliveries if d.channel == channel and d.nsqd == address) == sorted(bodies)
+        for address, published in sent.items():
+            assert sorted(d.body for d in deliveries if d.channel == channel and d.nsqd == address) == sorted(published)
     assert all(d.topic == TOPIC and d.attempts == 1 and len(d.message_id) == 16 for d in deliveries)
     assert len({(d.nsqd, d.message_id) for d in deliveries}) == everything // len(CHANNELS)
     connected = Counter((e.channel, e.nsqd) for e in consumers.events("connected"))

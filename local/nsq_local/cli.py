@@ -2,6 +2,9 @@
 
     nsq-local up      2 nsqlookupds and N nsqds on loopback ports until Ctrl-C
     nsq-local demo    a rolling restart of the nsqds under load, with the report
+    nsq-local demo --scale-down
+                      instead, the last nsqd leaves for good: drained, its backlog handed
+                      to the other nsqds, stopped, removed; with the report
 """
 from __future__ import annotations
 
@@ -67,6 +70,11 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--after", type=float, default=5.0, help="seconds of load after it")
     demo.add_argument("--drain-by", choices=["auto", "http", "sigterm"], default="auto",
                       help="POST /drain (http), SIGTERM, or http where nsqd offers it (auto, the default)")
+    demo.add_argument("--scale-down", type=int, nargs="?", const=1, default=0, metavar="N",
+                      help="instead of the rolling restart, scale down the last N nsqds (default 1) one "
+                      "at a time, each handing its backlog to the others (POST /drain?handoff=...)")
+    demo.add_argument("--handoff-timeout", type=float, default=60.0,
+                      help="seconds a scaled-down nsqd has to hand its backlog off")
     demo.add_argument("--settle-timeout", type=float, default=30.0,
                       help="seconds for the last messages to arrive once publishing stopped")
     return parser
@@ -119,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return asyncio.run(_up(cluster))
             options = DemoOptions(
                 cluster=cluster, before=args.before, after=args.after, settle_timeout=args.settle_timeout,
-                drain_by=args.drain_by,
+                drain_by=args.drain_by, scale_down=args.scale_down, handoff_timeout=args.handoff_timeout,
                 load=LoadOptions(topics=args.topics, channels=args.channels, rate=args.rate, batch=args.batch,
                                  slow_channel=args.channels[0] if args.slow_channel is None else args.slow_channel or None,
                                  slow_share=args.slow_share))

@@ -77,6 +77,13 @@ class LocalCluster:
         await node.start(self.options.start_timeout)
         await self.wait_up(node)
 
+    def remove_nsqd(self, node: Node) -> None:
+        """Forget an nsqd that left for good (scaled down): it is no longer one of the
+        cluster's nodes; its directory stays on disk."""
+        if node.running:
+            raise RuntimeError(f"{node.name} is still running")
+        self.nsqds.remove(node)
+
     async def wait_up(self, node: Node) -> None:
         await self.wait_ready(node, self.options.start_timeout)
         await self.wait_registered(node, self.options.start_timeout)

@@ -56,6 +56,7 @@ class Load:
         self._nsqds = list(nsqd_tcp_addresses)
         self._lookupds = list(lookupd_http_addresses)
         self._pool: ProducerPool | None = None
+        self._retired_pools: list[ProducerPool] = []
         self._consumers: list[Consumer] = []
         self._consumers_factory = consumers
         self._other_consumers: Consumers | None = None
@@ -123,6 +124,7 @@ class Load:
             next_at += interval
             ids = self.ledger.new_ids(topic, self.options.batch)
             bodies = self._bodies(ids)
+            pool = self._pool or pool  # the pool in use: replaced when an nsqd leaves
             try:
                 if len(bodies) == 1:
                     await asyncio.wait_for(pool.publish(topic, bodies[0]), PUBLISH_TIMEOUT)
@@ -133,6 +135,16 @@ class Load:
                 self.ledger.failed(topic, ids)
             else:
                 self.ledger.acknowledged(topic, ids)
+
+    async def remove_nsqd(self, tcp_address: str) -> None:
+        """Publish only to the other nsqds from now on (one left for good). Publishes under
+        way on the former pool end there; it is stopped with the load."""
+        self._nsqds.remove(tcp_address)
+        pool = ProducerPool(self._nsqds, Config(lookupd_poll_interval=self.options.lookupd_poll_interval))
+        await pool.connect()
+        if self._pool is not None:
+            self._retired_pools.append(self._pool)
+        self._pool = pool
 
     async def stop_publishing(self) -> None:
         """Let every publish under way end (answered or failed), start no new one."""
@@ -161,5 +173,6 @@ class Load:
         await asyncio.gather(*(c.stop(CONSUMER_STOP_TIMEOUT) for c in self._consumers))
         if self._other_consumers is not None:
             await self._other_consumers.stop()
-        if self._pool is not None:
-            await self._pool.stop()
+        for pool in [*self._retired_pools, self._pool]:
+            if pool is not None:
+                await pool.stop()

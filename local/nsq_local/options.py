@@ -55,8 +55,9 @@ class LoadOptions(BaseModel):
 
 
 class DemoOptions(BaseModel):
-    """A rolling restart of the cluster's nsqds under load, between a phase of load before
-    and one after, then waiting until every acknowledged message was delivered."""
+    """A rolling restart of the cluster's nsqds (or a scale-down of the last ones) under
+    load, between a phase of load before and one after, then waiting until every
+    acknowledged message was delivered."""
 
     cluster: ClusterOptions
     load: LoadOptions = Field(default_factory=lambda: LoadOptions())
@@ -69,3 +70,13 @@ class DemoOptions(BaseModel):
     drain_by: Literal["auto", "http", "sigterm"] = Field(default=
         "auto", description="how a node is drained: POST /drain (http), SIGTERM, or http where nsqd "
         "offers it, else SIGTERM (auto)")
+    scale_down: int = Field(default=0, ge=0, description="0: the rolling restart; N: instead, scale down "
+                            "the N last nsqds one at a time, each handing its backlog to the others")
+    handoff_timeout: float = Field(default=60.0, gt=0, description="seconds a scaled-down nsqd has to hand "
+                                   "its backlog off")
+
+    @model_validator(mode="after")
+    def _someone_stays(self) -> "DemoOptions":
+        if self.scale_down >= self.cluster.nsqds:
+            raise ValueError(f"scale_down {self.scale_down} leaves no nsqd of {self.cluster.nsqds} to hand off to")
+        return self

@@ -1,12 +1,14 @@
 """The demo's report: what was published, acknowledged and delivered per channel, what was
-lost (must be 0) and duplicated, how long each node's drain took, and throughput per
-phase; rendered as plain text."""
+lost (must be 0) and duplicated, how long each node's drain took (or, for a scale-down,
+how much each node handed off and how long that took), and throughput per phase;
+rendered as plain text."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from .ledger import Tally
 from .rolling import NodeRestart
+from .scaling import NodeScaleDown
 
 
 @dataclass
@@ -19,11 +21,16 @@ class Report:
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
     node_names: dict[str, str] = field(default_factory=dict)  # nsqd TCP address -> name
+    scale_downs: list[NodeScaleDown] = field(default_factory=list)
+    planned_scale_downs: int = 0   # 0: the run was a rolling restart of every nsqd
 
     @property
     def ok(self) -> bool:
-        return (self.tally.lost == 0 and self.tally.acknowledged > 0 and not self.errors
-                and len(self.restarts) == self.nsqds and all(r.clean for r in self.restarts))
+        if self.planned_scale_downs:
+            steps_done = len(self.scale_downs) == self.planned_scale_downs and all(s.clean for s in self.scale_downs)
+        else:
+            steps_done = len(self.restarts) == self.nsqds and all(r.clean for r in self.restarts)
+        return self.tally.lost == 0 and self.tally.acknowledged > 0 and not self.errors and steps_done
 
 
 def _table(headers: list[str], rows: list[list[str]], text_columns: int) -> list[str]:
@@ -38,8 +45,9 @@ def _table(headers: list[str], rows: list[list[str]], text_columns: int) -> list
 
 def render(report: Report) -> str:
     t = report.tally
-    out = [f"Rolling restart of {report.nsqds} nsqds (with {report.lookupds} nsqlookupds) under load"
-           f" in {report.seconds:.1f}s", ""]
+    what = (f"Scale-down of {report.planned_scale_downs} of {report.nsqds} nsqds" if report.planned_scale_downs
+            else f"Rolling restart of {report.nsqds} nsqds")
+    out = [f"{what} (with {report.lookupds} nsqlookupds) under load in {report.seconds:.1f}s", ""]
     out.append(f"published     {t.published}")
     out.append(f"acknowledged  {t.acknowledged}   (publishes failed on every nsqd: {t.failed})")
     out.append(f"delivered     {t.delivered}   (distinct messages, summed over channels)")
@@ -52,10 +60,16 @@ def render(report: Report) -> str:
     if t.unknown:
         out.append(f"bodies with an ID this run never published: {t.unknown}")
     out.append("")
-    out += _table(["node", "drained by", "held at drain", "drain time", "back after", "exit code"],
-                  [[r.name, r.drained_by, str(r.held), f"{r.drain_seconds:.2f}s", f"{r.back_seconds:.2f}s",
-                    str(r.exit_code) if r.exit_code is not None else "killed"] for r in report.restarts],
-                  text_columns=2)
+    if report.planned_scale_downs:
+        out += _table(["node", "handed off to", "held at drain", "handed off", "topics", "handoff time",
+                       "stop time", "exit code"],
+                      [[s.name, ",".join(s.targets), str(s.held), str(s.handed_off), str(s.topics),
+                        f"{s.handoff_seconds:.2f}s", f"{s.stop_seconds:.2f}s", _exit(s.exit_code)]
+                       for s in report.scale_downs], text_columns=2)
+    else:
+        out += _table(["node", "drained by", "held at drain", "drain time", "back after", "exit code"],
+                      [[r.name, r.drained_by, str(r.held), f"{r.drain_seconds:.2f}s", f"{r.back_seconds:.2f}s",
+                        _exit(r.exit_code)] for r in report.restarts], text_columns=2)
     out.append("")
     out += _table(["phase", "seconds", "published/s", "delivered/s"],
                   [[p.name, f"{p.seconds:.1f}", f"{p.published_per_second:.0f}",
@@ -70,6 +84,10 @@ def render(report: Report) -> str:
     out.append(f"{'OK' if report.ok else 'FAILED'}: {t.lost} acknowledged messages lost, "
                f"{t.duplicates} duplicates delivered")
     return "\n".join(out)
+
+
+def _exit(code: int | None) -> str:
+    return str(code) if code is not None else "killed"
 
 
 def _deliveries_by_node(report: Report) -> list[str]:
