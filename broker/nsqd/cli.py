@@ -56,7 +56,7 @@ async def serve(options: NsqdOptions) -> None:
         # a signal drains (a second one cuts the drain's wait short); so does POST /drain
         nonlocal signalled_early
         if started:
-            nsqd.drain.start()
+            nsqd.drain.on_signal()
         else:
             signalled_early = True
 
@@ -66,7 +66,7 @@ async def serve(options: NsqdOptions) -> None:
     await nsqd.start()
     started = True
     if signalled_early:
-        nsqd.drain.start()
+        nsqd.drain.on_signal()
     await nsqd.wait_stopped()
 
 

@@ -22,7 +22,7 @@ import random
 import re
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +55,22 @@ def write_metadata_file(path: Path, encoded: bytes) -> None:
         except OSError:
             pass
         raise DiskQueueError(f"persisting metadata {path} failed: {error}") from error
+
+
+def _segment_file(directory: Path, name: str, file_num: int) -> Path:
+    return directory / f"{name}.diskqueue.{file_num:06d}.dat"
+
+
+def _meta_file(directory: Path, name: str) -> Path:
+    return directory / f"{name}.diskqueue.meta.dat"
+
+
+def _segment_pattern(name: str) -> re.Pattern[str]:
+    return re.compile(re.escape(name) + r"\.diskqueue\.([0-9]{6,})\.dat")
+
+
+def _own_file_pattern(name: str) -> re.Pattern[str]:
+    return re.compile(re.escape(name) + r"\.diskqueue\.([0-9]{6,}\.dat(\.bad)?|meta\.dat(\.bad|\.[0-9]+\.tmp)?)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,10 +192,8 @@ class DiskQueue:
         self._sync_every = sync_every
         self._sync_timeout = sync_timeout
         self._log = logger or logging.getLogger(__name__)
-        self._segment_name = re.compile(re.escape(name) + r"\.diskqueue\.([0-9]{6,})\.dat")
-        self._own_file_name = re.compile(
-            re.escape(name) + r"\.diskqueue\.([0-9]{6,}\.dat(\.bad)?|meta\.dat(\.bad|\.[0-9]+\.tmp)?)"
-        )
+        self._segment_name = _segment_pattern(name)
+        self._own_file_name = _own_file_pattern(name)
 
         self._depth = 0
         self._read_file = 0
@@ -314,10 +328,10 @@ class DiskQueue:
     # ---------------------------------------------------------------- file names
 
     def _segment_path(self, file_num: int) -> Path:
-        return self._dir / f"{self._name}.diskqueue.{file_num:06d}.dat"
+        return _segment_file(self._dir, self._name, file_num)
 
     def _meta_path(self) -> Path:
-        return self._dir / f"{self._name}.diskqueue.meta.dat"
+        return _meta_file(self._dir, self._name)
 
     def _segment_numbers(self) -> list[int]:
         numbers = []
@@ -688,3 +702,77 @@ class DiskQueue:
             os.replace(source, target)
         except OSError as error:
             self._log.error("DISKQUEUE(%s): cannot rename %s to %s: %s", self._name, source, target, error)
+
+
+# ---------------------------------------------------------------- a closed queue, read-only
+
+
+def read_unread(data_path: str | os.PathLike[str], name: str, *, min_msg_size: int, max_msg_size: int,
+                logger: logging.Logger | None = None) -> Iterator[bytes]:
+    """Every payload of the closed queue ``name`` that was not read yet, oldest first,
+    without changing any file (a crash while reading leaves the queue as it was).
+
+    It reads from the metadata's read position to the end of that segment and of every
+    later one, which is what an open would salvage too; without trustworthy metadata,
+    every segment from its start. A damaged entry ends the reading of its segment (an
+    open would set the segment aside). One read chunk (1 MiB) is held at a time; close
+    the generator when stopping early.
+    """
+    directory = Path(data_path)
+    log = logger or logging.getLogger(__name__)
+    pattern = _segment_pattern(name)
+    segments = sorted(int(m.group(1)) for entry in os.scandir(directory)
+                      if (m := pattern.fullmatch(entry.name)) is not None)
+    meta = _read_metadata(directory, name)
+    start_file, start_pos = (meta.read_file, meta.read_pos) if meta is not None else (0, 0)
+    for number in segments:
+        if number >= start_file:
+            path = _segment_file(directory, name, number)
+            yield from _segment_payloads(path, start_pos if number == start_file else 0,
+                                         min_msg_size, max_msg_size, log)
+
+
+def _read_metadata(directory: Path, name: str) -> _Metadata | None:
+    try:
+        return _Metadata.decode(_meta_file(directory, name).read_bytes())
+    except OSError:
+        return None
+
+
+def _segment_payloads(path: Path, start: int, min_msg_size: int, max_msg_size: int,
+                      log: logging.Logger) -> Iterator[bytes]:
+    try:
+        reader = _SegmentReader(path)
+    except FileNotFoundError:
+        return
+    try:
+        end = reader.size()
+        pos = start
+        while pos < end:
+            header = reader.read(pos, _ENTRY_LENGTH.size, end)
+            length = _ENTRY_LENGTH.unpack(header)[0] if header is not None else -1
+            valid = min_msg_size <= length <= max_msg_size
+            payload = reader.read(pos + _ENTRY_LENGTH.size, length, end) if valid else None
+            if payload is None:
+                log.warning("DISKQUEUE: damaged entry at offset %d of %s; the rest of that segment "
+                            "is not read", pos, path)
+                return
+            yield payload
+            pos += _ENTRY_LENGTH.size + length
+    finally:
+        reader.close()
+
+
+def queue_depth(data_path: str | os.PathLike[str], name: str) -> int:
+    """Unread messages of the closed queue ``name`` as its metadata counts them (0 without)."""
+    meta = _read_metadata(Path(data_path), name)
+    return max(0, meta.depth) if meta is not None else 0
+
+
+def delete_queue_files(data_path: str | os.PathLike[str], name: str) -> int:
+    """Remove every file of the closed queue ``name``; how many there were. Raises OSError."""
+    pattern = _own_file_pattern(name)
+    paths = [Path(entry.path) for entry in os.scandir(data_path) if pattern.fullmatch(entry.name)]
+    for path in paths:
+        path.unlink(missing_ok=True)
+    return len(paths)

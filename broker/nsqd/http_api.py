@@ -16,6 +16,8 @@ from nsq_protocol.names import is_valid_channel_name, is_valid_topic_name
 from . import metrics as metrics_module
 from . import stats as stats_module
 from .diskqueue import DiskQueueError
+from .drain import DrainRefused
+from .handoff import parse_targets
 from .group_commit import SyncError
 from .options import LOG_LEVELS, NsqdOptions
 
@@ -84,12 +86,17 @@ def _arg(request: web.Request, name: str) -> str | None:
     return request.query.get(name)
 
 
+SERVED_WHILE_EXITING = {("GET", "/ping"), ("GET", "/info"), ("GET", "/ready"), ("GET", "/stats"),
+                        ("GET", "/metrics"), ("GET", "/drain"), ("POST", "/drain")}
+
+
 class HttpApi:
     def __init__(self, nsqd: "NSQD") -> None:
         self.nsqd = nsqd
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[self._tls_policy, _errors_as_json], client_max_size=1024 ** 3)
+        app = web.Application(middlewares=[self._tls_policy, _errors_as_json, self._exiting],
+                              client_max_size=1024 ** 3)
         r = app.router
         r.add_get("/ping", self.ping, allow_head=False)
         r.add_get("/info", self.info, allow_head=False)
@@ -117,6 +124,14 @@ class HttpApi:
                                 charset="utf-8", headers={"X-NSQ-Content-Type": "nsq; version=1.0"})
         return await handler(request)
 
+    @web.middleware
+    async def _exiting(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Once stopping (a scale-down drain keeps the API up after that), only what reports
+        on the node or drives its drain is served."""
+        if self.nsqd.exiting and (request.method, request.path) not in SERVED_WHILE_EXITING:
+            return _error(503, "EXITING")
+        return await handler(request)
+
     # -- basics ---------------------------------------------------------------
     async def ping(self, request: web.Request) -> web.Response:
         health = self.nsqd.health
@@ -137,7 +152,17 @@ class HttpApi:
         return _json(self.nsqd.drain.state())
 
     async def drain_start(self, request: web.Request) -> web.Response:
-        self.nsqd.drain.start()
+        """``POST /drain``; ``?handoff=host:port[,...]`` for a scale-down (see drain.py)."""
+        targets: list[str] = []
+        if "handoff" in request.query:
+            try:
+                targets = parse_targets(request.query["handoff"])
+            except ValueError:
+                raise HttpError(400, "INVALID_HANDOFF") from None
+        try:
+            self.nsqd.drain.request(targets)
+        except DrainRefused as e:
+            raise HttpError(503, e.code) from None
         return _json(self.nsqd.drain.state())
 
     # -- publishing -----------------------------------------------------------

@@ -84,6 +84,7 @@ class NSQD:
         # durable mode (--sync-before-ack): publishes wait for a shared fsync round
         self.committer = GroupCommitter(self._durable_files, logger=log) if options.sync_before_ack else None
         self._servers: list[asyncio.AbstractServer] = []
+        self._tcp_server: asyncio.AbstractServer | None = None
         self._runners: list[web.AppRunner] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
@@ -376,6 +377,7 @@ class NSQD:
         host, port = split_address(self.options.tcp_address)
         tcp = await loop.create_server(lambda: V2Protocol(self), host, port, reuse_address=True, backlog=1024)
         self._servers.append(tcp)
+        self._tcp_server = tcp
         self.tcp_port = tcp.sockets[0].getsockname()[1]
         log.info("TCP: listening on %s", _bound(tcp))
 
@@ -423,15 +425,19 @@ class NSQD:
                 for channel in list(topic.channels.values()):
                     channel.backend.sync_if_due(now)
 
-    async def stop(self) -> None:
-        """Stop accepting, write everything held in memory to disk, close every client."""
+    async def stop(self, *, keep_http: bool = False) -> None:
+        """Stop accepting, write everything held in memory to disk, close every client.
+
+        ``keep_http``: the HTTP API stays up (a scale-down drain still reports its handoff
+        there) until ``close_http``."""
         if self.exiting:
             await self._stopped.wait()
             return
         self.exiting = True
         log.info("NSQ: closing")
         for server in self._servers:
-            server.close()
+            if server is self._tcp_server or not keep_http:
+                server.close()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -455,6 +461,13 @@ class NSQD:
         if self.lookup is not None:
             await self.lookup.close()
         await self.auth.close()
+        if not keep_http:
+            await self.close_http()
+
+    async def close_http(self) -> None:
+        """The last step of stopping: the HTTP API goes and ``wait_stopped`` returns."""
+        for server in self._servers:
+            server.close()
         for runner in self._runners:
             await runner.cleanup()
         self._stopped.set()
