@@ -161,6 +161,8 @@ class PynsqConsumers:
         soon as the child exits without it holding."""
         deadline = time.monotonic() + timeout
         while not condition():
+            if self._reading is not None and self._reading.done():
+                self._reading.result()  # what stopped the reading (a line not understood, say) is raised here
             if self._proc is not None and self._proc.returncode is not None and self._reading is not None:
                 await self._reading
                 if condition():
@@ -173,7 +175,10 @@ class PynsqConsumers:
     async def _read(self, proc: asyncio.subprocess.Process) -> None:
         assert proc.stdout is not None
         async for line in proc.stdout:
-            record = json.loads(line)
+            try:
+                record = json.loads(line)
+            except ValueError:
+                raise RuntimeError(f"pynsq consumers wrote a line that is not JSON: {line[:200]!r}") from None
             event = record.pop("event")
             if event == "message":
                 delivery = Delivery(topic=record["topic"], channel=record["channel"], nsqd=record["nsqd"],
