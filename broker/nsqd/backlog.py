@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 
@@ -50,7 +50,7 @@ def backlog_depth(data_path: str | os.PathLike[str], topic: str, channels: Seque
 
 
 def read_backlog(data_path: str | os.PathLike[str], topic: str, channels: Sequence[str], *,
-                 min_msg_size: int, max_msg_size: int, logger: logging.Logger) -> Iterator[BacklogMessage]:
+                 min_msg_size: int, max_msg_size: int, logger: logging.Logger) -> Generator[BacklogMessage, None, None]:
     """The topic's backlog, each message ID once (see the module's docstring)."""
     by_lag = sorted(channels, key=lambda c: -queue_depth(data_path, channel_queue(topic, c)))
     queues = [channel_queue(topic, c) for c in by_lag] + [topic]

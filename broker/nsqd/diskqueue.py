@@ -22,7 +22,7 @@ import random
 import re
 import struct
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -708,7 +708,7 @@ class DiskQueue:
 
 
 def read_unread(data_path: str | os.PathLike[str], name: str, *, min_msg_size: int, max_msg_size: int,
-                logger: logging.Logger | None = None) -> Iterator[bytes]:
+                logger: logging.Logger | None = None) -> Generator[bytes, None, None]:
     """Every payload of the closed queue ``name`` that was not read yet, oldest first,
     without changing any file (a crash while reading leaves the queue as it was).
 

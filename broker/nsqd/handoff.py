@@ -151,19 +151,27 @@ async def send_backlog(sender: TopicSender, backlog: Iterable[BacklogMessage]) -
     count = 0
     for message in backlog:
         if message.defer_ms > 0:
-            await sender.send(lambda target, m=message: target.publish_deferred(topic, m.body, m.defer_ms))
+            await sender.send(_publish_deferred(topic, message))
             count += 1
             continue
         if batch and (len(batch) >= BATCH_MESSAGES or batch_bytes + len(message.body) > BATCH_BYTES):
-            await sender.send(lambda target, bodies=batch: target.publish_many(topic, bodies))
+            await sender.send(_publish_many(topic, batch))
             count += len(batch)
             batch, batch_bytes = [], 0
         batch.append(message.body)
         batch_bytes += len(message.body)
     if batch:
-        await sender.send(lambda target: target.publish_many(topic, batch))
+        await sender.send(_publish_many(topic, batch))
         count += len(batch)
     return count
+
+
+def _publish_many(topic: str, bodies: list[bytes]) -> Callable[[Target], Awaitable[None]]:
+    return lambda target: target.publish_many(topic, bodies)
+
+
+def _publish_deferred(topic: str, message: BacklogMessage) -> Callable[[Target], Awaitable[None]]:
+    return lambda target: target.publish_deferred(topic, message.body, message.defer_ms)
 
 
 class Handoff:

@@ -148,6 +148,20 @@ class NsqdAdmin(_HttpApi):
     async def unpause_channel(self, topic: str, channel: str) -> None:
         await self._call("POST", "/channel/unpause", {"topic": topic, "channel": channel})
 
+    async def drain(self, handoff: Sequence[str] = ()) -> dict[str, Any]:
+        """``POST /drain`` (our nsqd only): start a drain, or cut a running one's wait short.
+        With ``handoff`` (other nsqds' HTTP ``host:port``) a scale-down drain: the node hands
+        its backlog to them and stays up until signalled; after a failed handoff this
+        retries it. Returns the drain state, as ``drain_state``."""
+        params = {"handoff": ",".join(handoff)} if handoff else None
+        return dict(await self._json("POST", "/drain", params))
+
+    async def drain_state(self) -> dict[str, Any]:
+        """``GET /drain`` (our nsqd only): ``draining``, ``started_at``, ``finished_at``,
+        ``in_flight``, ... and ``handoff`` (None for a plain drain, else ``targets``,
+        ``finished``, ``error``, ``topics``, ``messages``, ``topics_left``, ``messages_left``)."""
+        return dict(await self._json("GET", "/drain"))
+
     async def get_config(self, option: str) -> Any:
         return await self._json("GET", f"/config/{option}")
 

@@ -11,11 +11,19 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+import pytest
+
 from tests.broker.wire import WireConn
 from tests.conftest import Servers
 from tests.servers import HOST, Nsqd, free_port, wait_for
 
 Connect = Callable[..., WireConn]
+
+
+@pytest.fixture(scope="module")
+def receivers(module_servers: Servers) -> tuple[Nsqd, Nsqd]:
+    """Two nsqds that only receive handoffs; each test uses its own topics on them."""
+    return module_servers.nsqd(), module_servers.nsqd()
 
 
 def subscribe(connect: Connect, server: Nsqd, topic: str, channel: str, rdy: int) -> WireConn:
@@ -65,9 +73,9 @@ def exits_with(server: Nsqd, sig: int, timeout: float) -> int:
 
 
 def test_backlog_reaches_every_channel_on_the_targets_and_leaves_this_disk(
-        servers: Servers, connect: Connect, topic: str) -> None:
+        servers: Servers, receivers: tuple[Nsqd, Nsqd], connect: Connect, topic: str) -> None:
     source = servers.nsqd(drain_timeout="1s", mem_queue_size=5)  # most of it on disk, some in memory
-    targets = [servers.nsqd(), servers.nsqd()]
+    targets = list(receivers)
     main, side = topic, f"{topic}-side"
     assert source.post(f"/topic/create?topic={main}").status == 200
     for channel in ("fast", "slow"):
@@ -138,7 +146,7 @@ def test_backlog_reaches_every_channel_on_the_targets_and_leaves_this_disk(
 
 
 def test_failed_handoff_keeps_the_data_and_a_retry_fails_over_to_a_live_target(
-        servers: Servers, topic: str) -> None:
+        servers: Servers, receivers: tuple[Nsqd, Nsqd], topic: str) -> None:
     source = servers.nsqd(mem_queue_size=2)
     bodies = [f"b-{i}".encode() for i in range(20)]
     source.post(f"/topic/create?topic={topic}")
@@ -160,7 +168,7 @@ def test_failed_handoff_keeps_the_data_and_a_retry_fails_over_to_a_live_target(
     assert source.get("/ready").status == 200
 
     assert hand_off(source, dead)["error"]
-    live = servers.nsqd()
+    live = receivers[0]
     retried = hand_off(source, dead, live.http_address)
     assert retried["error"] is None and retried["attempts"] == 2, retried
     assert retried["topics"] == {topic: 20} and retried["targets"] == [dead, live.http_address]
@@ -168,9 +176,10 @@ def test_failed_handoff_keeps_the_data_and_a_retry_fails_over_to_a_live_target(
     assert queue_files(source) == [] and metadata_topics(source) == []
 
 
-def test_large_backlog_in_two_channels_is_handed_off_once_and_quickly(servers: Servers, topic: str) -> None:
+def test_large_backlog_in_two_channels_is_handed_off_once_and_quickly(
+        servers: Servers, receivers: tuple[Nsqd, Nsqd], topic: str) -> None:
     source = servers.nsqd(mem_queue_size=100)
-    target = servers.nsqd()
+    target = receivers[1]
     source.post(f"/topic/create?topic={topic}")
     for channel in ("a", "b"):
         source.post(f"/channel/create?topic={topic}&channel={channel}")
@@ -191,9 +200,9 @@ def test_large_backlog_in_two_channels_is_handed_off_once_and_quickly(servers: S
 
 
 def test_a_plain_drain_becomes_a_scale_down_and_a_signal_then_cuts_its_wait_short(
-        servers: Servers, connect: Connect, topic: str) -> None:
+        servers: Servers, receivers: tuple[Nsqd, Nsqd], connect: Connect, topic: str) -> None:
     source = servers.nsqd(drain_timeout="60s", drain_accept_publishes="true")
-    target = servers.nsqd()
+    target = receivers[0]
     assert source.post(f"/pub?topic={topic}", b"held").status == 200
     sub = subscribe(connect, source, topic, "c", rdy=1)
     sub.read_message()
