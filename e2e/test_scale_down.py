@@ -72,12 +72,10 @@ async def test_scale_down_under_load_hands_the_backlog_off_and_loses_nothing(tmp
 
 @pytest.mark.timeout(60)
 async def test_a_refused_handoff_stops_the_scale_down_and_keeps_the_node_with_its_messages(tmp_path: Path) -> None:
-    async with LocalCluster(ClusterOptions(workdir=tmp_path, nsqds=2, lookupds=1)) as cluster:
-        target, leaving = cluster.nsqds
-        # the only target refuses every message the leaving node holds
-        target.flags["max-msg-size"] = "8"
-        await target.stop()
-        await cluster.start_nsqd(target)
+    cluster = LocalCluster(ClusterOptions(workdir=tmp_path, nsqds=2, lookupds=1))
+    target, leaving = cluster.nsqds
+    target.flags["max-msg-size"] = "8"  # the only target refuses every message the leaving node holds
+    async with cluster:
         await cluster.create_topics(["kept"], ["ch"])
         bodies = [f"a message longer than 8 bytes {i}".encode() for i in range(20)]
         await cluster.nsqd_admin(leaving).multi_publish("kept", bodies)
