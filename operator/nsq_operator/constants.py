@@ -15,8 +15,8 @@ NSQD_HTTP_PORT: Final = 4151
 LOOKUPD_TCP_PORT: Final = 4160
 LOOKUPD_HTTP_PORT: Final = 4161
 
-# Probe paths live here only: the drain work will move readiness to its own endpoint.
-NSQD_READINESS_PATH: Final = "/ping"
+# nsqd's /ready answers 503 from the moment a drain starts, so clients leave it first
+NSQD_READINESS_PATH: Final = "/ready"
 NSQD_LIVENESS_PATH: Final = "/ping"
 LOOKUPD_READINESS_PATH: Final = "/ping"
 LOOKUPD_LIVENESS_PATH: Final = "/ping"
@@ -32,9 +32,17 @@ TOPOLOGY_READY_CONDITION: Final = f"{GROUP}/topology-ready"
 
 EMPTY_REQUEST_ANNOTATION: Final = f"{GROUP}/empty-requested-at"
 OPTIONS_HASH_ANNOTATION: Final = f"{GROUP}/options-hash"
+# on an NsqCluster: a new value asks for one more rolling restart; "true" pauses the operator
+RESTART_ANNOTATION: Final = f"{GROUP}/restart"
+PAUSED_ANNOTATION: Final = f"{GROUP}/paused"
+# on pod templates (and so on pods): what a pod runs, one hash per reason to restart it
+IMAGE_REVISION_ANNOTATION: Final = f"{GROUP}/image-revision"
+CONFIG_REVISION_ANNOTATION: Final = f"{GROUP}/config-revision"
+RESTART_REVISION_ANNOTATION: Final = f"{GROUP}/restart-revision"
 FINALIZER: Final = f"{GROUP}/topology"
 
 # nsqd gets this long beyond the drain timeout before the kubelet kills it
 TERMINATION_GRACE_MARGIN_SECONDS: Final = 15
+NSQD_CLAIM_TEMPLATE: Final = "data"  # a pod's claim is named <template>-<pod>
 
 MANAGED_BY: Final = "nsq-operator"

@@ -18,6 +18,11 @@ class Intervals:
     topology: float = 10.0  # topic and channel drift on every nsqd
     retry: float = 5.0  # delay of TemporaryError retries
     http_timeout: float = 5.0
+    rollout: float = 2.0  # between two steps of a rolling upgrade or scale-down
+    drain_margin: float = 30.0  # a drain is stuck this long after its --drain-timeout
+    ready_timeout: float = 300.0  # a replaced pod that is not Ready by then stops the roll
+    handoff_timeout: float = 900.0  # a scale-down's handoff that has not finished by then stops it
+    max_backoff: float = 300.0  # longest delay between retries of a stopped roll
 
 
 @dataclass

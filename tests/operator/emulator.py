@@ -106,6 +106,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
                 meta["namespace"] = namespace
             if "name" not in meta and meta.get("generateName"):  # as the API server does (events)
                 meta["name"] = f"{meta['generateName']}{uuid.uuid4().hex[:5]}"
+                # KMock then looks the new object up by the request's name: give it the same
+                request.data.setdefault("metadata", {})["name"] = meta["name"]
             key = (resource, namespace, meta["name"])
             if key in objects and not objects[key].deleted:
                 raise kmock.KubernetesError(status=409, reason="AlreadyExists", message=f"{meta['name']} exists")

@@ -19,11 +19,13 @@ import kopf
 from nsq_operator.handlers import build_registry
 from nsq_operator.runtime import Intervals, Runtime
 from tests.operator.emulator import KubeEmulator
-from tests.operator.kubelet import AddressBook, FakeKubelet, KubeletEndpoints
+from tests.operator.addresses import AddressBook, KubeletEndpoints
+from tests.operator.kubelet import FakeKubelet
 from tests.servers import http
 
 T = TypeVar("T")
-FAST = Intervals(cluster_status=1.0, topology=1.0, retry=0.5, http_timeout=3.0)
+FAST = Intervals(cluster_status=1.0, topology=1.0, retry=0.5, http_timeout=3.0, rollout=0.3, drain_margin=2.0,
+                 ready_timeout=8.0, handoff_timeout=20.0, max_backoff=2.0)
 PLURALS = {"NsqCluster": "nsqclusters", "NsqTopic": "nsqtopics", "NsqChannel": "nsqchannels"}
 
 

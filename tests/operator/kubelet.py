@@ -1,47 +1,79 @@
-"""A test kubelet: for every StatefulSet in the emulator it keeps Pod objects and, behind
-each, a real nsqd or nsqlookupd process on its own loopback address (127.0.x.y).
+"""A test kubelet (and the StatefulSet controller's share of the work): for every
+StatefulSet in the emulator it keeps Pod objects and, behind each, a real nsqd or
+nsqlookupd process on its own loopback address (127.0.x.y).
 
-A pod's container is "ready" once its process answers /ping; the pod is Ready once every
-readiness gate condition is True too, as a real kubelet computes it. nsqd starts with
-the cluster's ConfigMap as its config file (lookupd DNS names mapped to the test
-processes) and broadcasts its pod DNS name, like in the cluster."""
+- A pod is created from the StatefulSet's *current* template, once no pod of that name
+  exists; its container's flags are passed through (``--drain-timeout`` ...), except the
+  listen addresses, data path and config file, which the kubelet sets (the config file
+  is the cluster's ConfigMap with lookupd DNS names mapped to the test processes).
+- An nsqd pod's claim is a PersistentVolumeClaim object plus a directory: it survives
+  the pod (a replacement runs on the same data) and goes when the claim is deleted.
+- A pod deleted through the API (it carries the kubelet's finalizer, so it is first
+  marked terminating, as in a cluster) gets SIGTERM, then SIGKILL after its
+  terminationGracePeriodSeconds; then the object goes. Pods beyond the StatefulSet's
+  replicas are deleted the same way.
+- ContainersReady comes from the readiness probe's path; Ready also needs every
+  readiness gate. A process that exits is not restarted (the pod stays not ready).
+- An image tagged ``crashloop`` never runs: the container waits in CrashLoopBackOff.
+"""
 from __future__ import annotations
 
 import asyncio
-import itertools
-import json
-import os
-import re
+import shutil
+import time
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Coroutine
 
 import aiohttp
 
 from nsq_operator.builders import toml
-from nsq_operator.constants import NSQD_CONFIG_FILE
+from nsq_operator.constants import LOOKUPD_CONFIG_FILE, NSQD_CONFIG_FILE
 from nsq_operator.models.cluster import ClusterRef
+from tests.operator.addresses import next_host, write_book
 from tests.servers import Nsqd, Nsqlookupd, ServerProcess
 
-_hosts = itertools.count(2)
-ADDRESS_BOOK = "pods.json"
-
-
-def next_host() -> str:
-    n = next(_hosts)
-    return f"127.0.{n // 250}.{n % 250 + 2}"
+FINALIZER = "kubelet.test/terminate"
+CRASH_LOOP_TAG = "crashloop"
+PROBE_PERIOD = 0.2
+KUBELET_FLAGS = {"tcp-address", "http-address", "data-path", "config", "broadcast-address"}
 
 
 def _condition(pod: dict[str, Any], type_: str) -> bool:
     return any(c.get("type") == type_ and c.get("status") == "True" for c in pod.get("status", {}).get("conditions", []))
 
 
+def container_flags(args: list[str]) -> dict[str, Any]:
+    """``--name=value`` arguments the kubelet passes through; repeated flags become lists."""
+    flags: dict[str, Any] = {}
+    for arg in args:
+        name, _, value = arg.removeprefix("--").partition("=")
+        if name in KUBELET_FLAGS:
+            continue
+        flags[name] = [*flags[name], value] if isinstance(flags.get(name), list) else (
+            [flags[name], value] if name in flags else value)
+    return flags
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
 @dataclass
 class RunningPod:
     name: str
     component: str
-    process: ServerProcess
+    image: str
+    grace: float
+    process: ServerProcess | None  # None: the container never runs (crash loop)
+    probe_path: str
+    probed_at: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class FakeKubelet:
@@ -49,39 +81,35 @@ class FakeKubelet:
         self.api = api_url.rstrip("/")
         self.namespace = namespace
         self.root = root
-        self.book = root / ADDRESS_BOOK
         self.pods: dict[str, RunningPod] = {}
+        self.busy: set[str] = set()  # pods being started or terminated
+        self.claims: dict[str, Path] = {}  # claim name -> its directory
         self.started: list[ServerProcess] = []  # every process ever launched, stopped at the end
-        self._starting: set[asyncio.Future[Any]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self._session: aiohttp.ClientSession | None = None
         self._task: asyncio.Task[None] | None = None
         self.errors: list[BaseException] = []
 
     def process(self, pod: str) -> ServerProcess:
-        return self.pods[pod].process
+        process = self.pods[pod].process
+        assert process is not None, f"{pod} runs no process"
+        return process
 
     # -- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
-        self._session = aiohttp.ClientSession()
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5))
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        # a start or a termination under way finishes first, so no process is left behind
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._session is not None:
             await self._session.close()
-        # a launch still waiting for its process's /ping finishes first, so none is left behind
-        await asyncio.gather(*self._starting, return_exceptions=True)
-        await asyncio.gather(*(asyncio.to_thread(p.stop) for p in self.started))
+        await asyncio.gather(*(asyncio.to_thread(p.stop, 10) for p in self.started))
         self.pods.clear()
-
-    async def _launch(self, process: ServerProcess) -> None:
-        self.started.append(process)
-        future = asyncio.ensure_future(asyncio.to_thread(process.start))
-        self._starting.add(future)
-        future.add_done_callback(self._starting.discard)
-        await asyncio.shield(future)
 
     async def _run(self) -> None:
         while True:
@@ -93,6 +121,20 @@ class FakeKubelet:
                 self.errors.append(e)
             await asyncio.sleep(0.1)  # a polling period, not a synchronisation
 
+    def _spawn(self, pod: str, work: Coroutine[Any, Any, None]) -> None:
+        self.busy.add(pod)
+
+        async def run() -> None:
+            try:
+                await work
+            except Exception as e:
+                self.errors.append(e)
+            finally:
+                self.busy.discard(pod)
+        task = asyncio.create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     # -- the API -----------------------------------------------------------------------
     async def _get(self, path: str) -> Any:
         assert self._session is not None
@@ -103,128 +145,169 @@ class FakeKubelet:
         assert self._session is not None
         async with self._session.request(method, self.api + path, json=body,
                                          headers={"Content-Type": content_type}) as r:
-            if r.status >= 400 and r.status != 404:
+            if r.status >= 400 and r.status != 404 and not (r.status == 409 and method == "POST"):
                 raise RuntimeError(f"{method} {path}: {r.status} {await r.text()}")
 
-    def _pods_path(self, name: str | None = None) -> str:
-        return f"/api/v1/namespaces/{self.namespace}/pods" + (f"/{name}" if name else "")
+    def _path(self, plural: str, name: str | None = None) -> str:
+        return f"/api/v1/namespaces/{self.namespace}/{plural}" + (f"/{name}" if name else "")
+
+    async def _items(self, path: str) -> dict[str, dict[str, Any]]:
+        return {o["metadata"]["name"]: o for o in (await self._get(path) or {}).get("items", [])}
 
     # -- one pass ----------------------------------------------------------------------
     async def sync(self) -> None:
+        # pods settled before the listing: one that finished starting since is not in it yet
+        settled = {n for n in self.pods if n not in self.busy}
         sets = (await self._get(f"/apis/apps/v1/namespaces/{self.namespace}/statefulsets") or {}).get("items", [])
-        pods = {p["metadata"]["name"]: p for p in (await self._get(self._pods_path()) or {}).get("items", [])}
-        wanted: set[str] = set()
+        pods = await self._items(self._path("pods"))
+        claims = await self._items(self._path("persistentvolumeclaims"))
+        wanted: dict[str, dict[str, Any]] = {}
         # lookupd first: a starting nsqd is given the lookupds that exist
         for sts in sorted(sets, key=lambda s: s["metadata"]["labels"].get("app.kubernetes.io/component") != "nsqlookupd"):
-            names = [f"{sts['metadata']['name']}-{i}" for i in range(int(sts["spec"].get("replicas", 0)))]
-            wanted.update(names)
-            missing = [n for n in names if n not in self.pods]
-            await asyncio.gather(*(self._start_pod(sts, n) for n in missing))
-        for name in [n for n in self.pods if n not in wanted]:
-            running = self.pods.pop(name)
-            self._publish()
-            await asyncio.to_thread(running.process.stop)
-            await self._send("DELETE", self._pods_path(name), None)
-        for name, pod in pods.items():
-            if name in self.pods:
-                await self._update_ready(pod)
+            for i in range(int(sts["spec"].get("replicas", 0))):
+                wanted[f"{sts['metadata']['name']}-{i}"] = sts
+        for name in [n for n in settled if n in self.pods and n not in self.busy]:
+            pod = pods.get(name)
+            if pod is None or pod["metadata"].get("deletionTimestamp"):
+                self._spawn(name, self._terminate(name, still_listed=pod is not None))
+            elif name not in wanted:
+                await self._send("DELETE", self._path("pods", name), None)
+        for name, sts in wanted.items():
+            if name not in self.pods and name not in self.busy and name not in pods:
+                self._spawn(name, self._start_pod(sts, name))
+        for claim in [c for c in self.claims if c not in claims]:
+            if not any(self.claims[claim].is_relative_to(self.root / p) for p in self.pods):
+                shutil.rmtree(self.claims.pop(claim), ignore_errors=True)
+        await asyncio.gather(*(self._probe(pod) for name, pod in pods.items()
+                               if name in settled and name in self.pods and name not in self.busy))
 
     async def _start_pod(self, sts: dict[str, Any], name: str) -> None:
         component = sts["metadata"]["labels"]["app.kubernetes.io/component"]
         cluster = ClusterRef(sts["metadata"]["labels"]["app.kubernetes.io/instance"], self.namespace)
         template = sts["spec"]["template"]
-        args = [a.replace("$(POD_NAME)", name) for a in template["spec"]["containers"][0]["args"]]
+        container = dict(template["spec"]["containers"][0])
+        args = [a.replace("$(POD_NAME)", name) for a in container.get("args", [])]
+        container["args"] = args
         broadcast = next(a.split("=", 1)[1] for a in args if a.startswith("--broadcast-address="))
         workdir = self.root / name
-        process: ServerProcess
-        if component == "nsqd":
-            config = await self._nsqd_config(cluster, workdir)
-            process = Nsqd(workdir, {"config": str(config), "broadcast-address": broadcast}, host=next_host())
-        else:
-            process = Nsqlookupd(workdir, {"broadcast-address": broadcast}, host=next_host())
-        await self._launch(process)
-        self.pods[name] = RunningPod(name, component, process)
+        workdir.mkdir(parents=True, exist_ok=True)
+        for claim_template in sts["spec"].get("volumeClaimTemplates", []):
+            await self._claim(f"{claim_template['metadata']['name']}-{name}", claim_template, workdir / "data")
+        flags = {**container_flags(args), "broadcast-address": broadcast}
+        process: ServerProcess | None = None
+        if not container["image"].endswith(f":{CRASH_LOOP_TAG}"):
+            if component == "nsqd":
+                flags["config"] = str(await self._nsqd_config(cluster, workdir))
+                process = Nsqd(workdir, flags, host=next_host())
+            else:
+                flags["config"] = str(await self._lookupd_config(cluster, workdir))
+                process = Nsqlookupd(workdir, flags, host=next_host())
+            self.started.append(process)
+            await asyncio.to_thread(process.start)
+        probe = (container.get("readinessProbe") or {}).get("httpGet", {}).get("path", "/ping")
+        self.pods[name] = RunningPod(name, component, container["image"],
+                                     float(template["spec"].get("terminationGracePeriodSeconds", 30)), process, probe)
         self._publish()
-        container = dict(template["spec"]["containers"][0], args=args)
         pod = {"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": name, "namespace": self.namespace, "labels": dict(template["metadata"]["labels"]),
-                            "annotations": dict(template["metadata"].get("annotations") or {})},
+                            "annotations": dict(template["metadata"].get("annotations") or {}),
+                            "finalizers": [FINALIZER]},
                "spec": {**template["spec"], "containers": [container], "hostname": name},
-               "status": {"phase": "Running", "podIP": process.host, "conditions": [
-                   {"type": "ContainersReady", "status": "True"},
-                   {"type": "Ready", "status": "False"}]}}
-        await self._send("POST", self._pods_path(), pod)
+               "status": {"phase": "Running", "podIP": process.host if process else None,
+                          "conditions": [{"type": "PodScheduled", "status": "True"},
+                                         {"type": "ContainersReady", "status": "False"},
+                                         {"type": "Ready", "status": "False"}]}}
+        await self._send("POST", self._path("pods"), pod)
+
+    async def _claim(self, name: str, template: dict[str, Any], directory: Path) -> None:
+        self.claims[name] = directory
+        await self._send("POST", self._path("persistentvolumeclaims"), {
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": self.namespace, "labels": template["metadata"].get("labels", {})},
+            "spec": template["spec"], "status": {"phase": "Bound"}})
+
+    async def _terminate(self, name: str, still_listed: bool) -> None:
+        running = self.pods[name]
+        if running.process is not None:
+            await asyncio.to_thread(running.process.stop, running.grace)
+        del self.pods[name]
+        self._publish()
+        if still_listed:
+            await self._send("PATCH", self._path("pods", name), {"metadata": {"finalizers": None}},
+                             "application/merge-patch+json")
 
     def _publish(self) -> None:
         """The address book the test side reads: pod -> its process's addresses."""
-        book = {name: {"component": p.component, "host": p.process.host, "tcp_port": p.process.tcp_port,
-                       "http_port": p.process.http_port} for name, p in self.pods.items()}
-        temporary = self.book.with_suffix(".tmp")
-        temporary.write_text(json.dumps(book))
-        os.replace(temporary, self.book)
+        write_book(self.root, {
+            name: {"component": p.component, "host": p.process.host, "tcp_port": p.process.tcp_port,
+                   "http_port": p.process.http_port, "pid": p.process.proc.pid if p.process.proc else None}
+            for name, p in self.pods.items() if p.process is not None})
+
+    async def _config_map(self, cluster: ClusterRef) -> dict[str, str]:
+        configmap = await self._get(self._path("configmaps", f"{cluster.name}-nsq-config"))
+        return dict(configmap["data"])
 
     async def _nsqd_config(self, cluster: ClusterRef, workdir: Path) -> Path:
-        configmap = await self._get(f"/api/v1/namespaces/{self.namespace}/configmaps/{cluster.name}-nsq-config")
-        values = tomllib.loads(configmap["data"][NSQD_CONFIG_FILE])
+        values = tomllib.loads((await self._config_map(cluster))[NSQD_CONFIG_FILE])
         values["nsqlookupd_tcp_addresses"] = [self.lookupd_tcp_for(a) for a in values.get("nsqlookupd_tcp_addresses", [])
-                                              if self._pod_of_dns(a) in self.pods]
-        workdir.mkdir(parents=True, exist_ok=True)
+                                              if self._pod_of_dns(a) in self.pods
+                                              and self.pods[self._pod_of_dns(a)].process is not None]
         path = workdir / "nsqd.conf"
         path.write_text(toml.dumps(values))
         return path
 
+    async def _lookupd_config(self, cluster: ClusterRef, workdir: Path) -> Path:
+        path = workdir / "nsqlookupd.conf"
+        path.write_text((await self._config_map(cluster))[LOOKUPD_CONFIG_FILE])
+        return path
+
     @staticmethod
     def _pod_of_dns(address: str) -> str:
-        return re.split(r"[.:]", address, maxsplit=1)[0]
+        return address.split(".", 1)[0].split(":", 1)[0]
 
     def lookupd_tcp_for(self, dns_address: str) -> str:
         return self.process(self._pod_of_dns(dns_address)).tcp_address
 
-    async def _update_ready(self, pod: dict[str, Any]) -> None:
+    # -- status ------------------------------------------------------------------------
+    @staticmethod
+    def _container_status(running: RunningPod, ready: bool) -> dict[str, Any]:
+        process = running.process
+        if process is None:
+            state: dict[str, Any] = {"waiting": {"reason": "CrashLoopBackOff",
+                                                 "message": "back-off restarting failed container"}}
+        elif process.proc is None or process.proc.poll() is not None:
+            code = None if process.proc is None else process.proc.returncode
+            state = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error"}}
+        else:
+            state = {"running": {}}
+        # the other states as nulls: a merge patch then removes them
+        state = {kind: state.get(kind) for kind in ("waiting", "running", "terminated")}
+        return {"conditions": [{"type": "ContainersReady", "status": "True" if ready else "False"}],
+                "containerStatuses": [{"name": running.component, "image": running.image, "ready": ready,
+                                       "restartCount": 0 if process is not None else 5, "state": state}]}
+
+    async def _probe(self, pod: dict[str, Any]) -> None:
+        running = self.pods[pod["metadata"]["name"]]
+        if time.monotonic() - running.probed_at < PROBE_PERIOD:
+            return
+        running.probed_at = time.monotonic()
+        ready = False
+        process = running.process
+        if process is not None and process.proc is not None and process.proc.poll() is None:
+            assert self._session is not None
+            try:
+                async with self._session.get(process.url(running.probe_path),
+                                             timeout=aiohttp.ClientTimeout(total=1)) as r:
+                    ready = r.status == 200
+            except (aiohttp.ClientError, asyncio.TimeoutError):
+                ready = False
+        wanted = self._container_status(running, ready)
         gates = [g["conditionType"] for g in pod.get("spec", {}).get("readinessGates", [])]
-        ready = _condition(pod, "ContainersReady") and all(_condition(pod, g) for g in gates)
-        if ready != _condition(pod, "Ready"):
-            await self._send("PATCH", self._pods_path(pod["metadata"]["name"]) + "/status",
-                             {"status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}},
+        pod_ready = ready and all(_condition(pod, g) for g in gates)
+        wanted["conditions"].append({"type": "Ready", "status": "True" if pod_ready else "False"})
+        have = pod.get("status", {})
+        current = {c["type"]: c.get("status") for c in have.get("conditions", [])}
+        if (any(current.get(c["type"]) != c["status"] for c in wanted["conditions"])
+                or _without_nulls(have.get("containerStatuses")) != _without_nulls(wanted["containerStatuses"])):
+            await self._send("PATCH", self._path("pods", pod["metadata"]["name"]) + "/status", {"status": wanted},
                              "application/strategic-merge-patch+json")
-
-
-class AddressBook:
-    """The test side's view of the kubelet's address book (read afresh each time: it is
-    tiny, and a cache keyed on file stamps can miss a rewrite within one clock tick)."""
-
-    def __init__(self, root: Path) -> None:
-        self.path = root / ADDRESS_BOOK
-
-    def pods(self) -> dict[str, dict[str, Any]]:
-        try:
-            return dict(json.loads(self.path.read_text()))
-        except FileNotFoundError:
-            return {}
-
-    def http(self, pod: str) -> str:
-        entry = self.pods().get(pod)
-        if entry is None:
-            return "http://127.0.0.1:1"  # a pod without a process: nothing answers, as in a cluster
-        return f"http://{entry['host']}:{entry['http_port']}"
-
-    def tcp(self, pod: str) -> str | None:
-        entry = self.pods().get(pod)
-        return None if entry is None else f"{entry['host']}:{entry['tcp_port']}"
-
-
-class KubeletEndpoints:
-    """The operator's view of pod addresses in tests: the kubelet's processes."""
-
-    def __init__(self, book: AddressBook) -> None:
-        self.book = book
-
-    def nsqd_http(self, cluster: ClusterRef, pod: str) -> str:
-        return self.book.http(pod)
-
-    def lookupd_http(self, cluster: ClusterRef, pod: str) -> str:
-        return self.book.http(pod)
-
-    def lookupd_tcp(self, cluster: ClusterRef, pod: str) -> str:
-        # a lookupd not started yet keeps its DNS name: unreachable, as in a cluster before it runs
-        return self.book.tcp(pod) or f"{pod}.{cluster.name}-lookupd.{cluster.namespace}.svc:4160"

@@ -1,10 +1,10 @@
-"""The two StatefulSets: nsqlookupd (stateless, rolled by Kubernetes) and nsqd (one claim
-per pod, ``OnDelete`` so the operator decides when each pod restarts)."""
+"""The two StatefulSets: nsqlookupd (stateless) and nsqd (one claim per pod), both
+``OnDelete``: the operator's roller decides when each pod restarts, and in what order."""
 from __future__ import annotations
 
 from typing import Any
 
-from ..constants import (LOOKUPD_CONFIG_FILE, LOOKUPD_HTTP_PORT, LOOKUPD_LIVENESS_PATH, LOOKUPD_READINESS_PATH,
+from ..constants import (LOOKUPD_CONFIG_FILE, NSQD_CLAIM_TEMPLATE, LOOKUPD_HTTP_PORT, LOOKUPD_LIVENESS_PATH, LOOKUPD_READINESS_PATH,
                          LOOKUPD_TCP_PORT, NSQD_CONFIG_DIR, NSQD_CONFIG_FILE, NSQD_DATA_PATH, NSQD_HTTP_PORT,
                          NSQD_LIVENESS_PATH, NSQD_READINESS_PATH, NSQD_TCP_PORT, OPTIONS_HASH_ANNOTATION,
                          TERMINATION_GRACE_MARGIN_SECONDS, TOPOLOGY_READY_CONDITION)
@@ -12,10 +12,11 @@ from ..models import NsqCluster
 from . import labels, names
 from .configmap import nsqd_tunables, options_hash
 from .ownership import object_meta
+from .revision import stamp
 from .pods import (POD_NAME_ENV, container_security_context, http_probe, resources, scheduling,
                    security_context)
 
-DATA_VOLUME = "data"
+DATA_VOLUME = NSQD_CLAIM_TEMPLATE
 CONFIG_VOLUME = "config"
 
 
@@ -54,7 +55,8 @@ def nsqd_container(cluster: NsqCluster) -> dict[str, Any]:
                  f"--tcp-address=0.0.0.0:{NSQD_TCP_PORT}",
                  f"--http-address=0.0.0.0:{NSQD_HTTP_PORT}",
                  f"--data-path={NSQD_DATA_PATH}",
-                 f"--broadcast-address={broadcast}"],
+                 f"--broadcast-address={broadcast}",
+                 f"--drain-timeout={cluster.spec.drain_timeout_seconds}s"],
         "env": [POD_NAME_ENV],
         "ports": _ports(NSQD_TCP_PORT, NSQD_HTTP_PORT),
         "readinessProbe": http_probe(NSQD_READINESS_PATH, "http", period=5, failures=3),
@@ -106,6 +108,7 @@ def build_nsqd_statefulset(cluster: NsqCluster) -> dict[str, Any]:
         extra={"terminationGracePeriodSeconds": cluster.spec.drain_timeout_seconds + TERMINATION_GRACE_MARGIN_SECONDS,
                "readinessGates": [{"conditionType": TOPOLOGY_READY_CONDITION}]},
         annotations={OPTIONS_HASH_ANNOTATION: options_hash(nsqd_tunables(cluster))})
+    stamp(template, nsqd_tunables(cluster), cluster.restart_token)
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -128,6 +131,7 @@ def build_lookupd_statefulset(cluster: NsqCluster) -> dict[str, Any]:
     template = _pod_template(
         cluster, labels.LOOKUPD, lookupd_container(cluster), extra={"terminationGracePeriodSeconds": 30},
         annotations={OPTIONS_HASH_ANNOTATION: options_hash(cluster.spec.lookupd.options.config_file())})
+    stamp(template, cluster.spec.lookupd.options.config_file(), cluster.restart_token)
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -137,7 +141,7 @@ def build_lookupd_statefulset(cluster: NsqCluster) -> dict[str, Any]:
             "replicas": cluster.spec.lookupd.replicas,
             "selector": {"matchLabels": labels.selector(cluster, labels.LOOKUPD)},
             "podManagementPolicy": "Parallel",
-            "updateStrategy": {"type": "RollingUpdate"},
+            "updateStrategy": {"type": "OnDelete"},
             "template": template,
         },
     }

@@ -8,6 +8,7 @@ from ..constants import GROUP, MANAGED_BY, VERSION
 from ..runtime import Intervals
 from .cluster import cluster_changed, cluster_tick
 from .login import cleanup, configure, login
+from .rollout import cluster_rollout
 from .pods import declared_channels, declared_topics, needs_gate, pod_gate
 from .topology import topology_changed, topology_deleted, topology_tick
 
@@ -26,6 +27,9 @@ def build_registry(intervals: Intervals) -> kopf.OperatorRegistry:
     # a failed pass (an nsqd slow to answer) retries after `retry`, not kopf's default minute
     kopf.timer(*clusters, registry=registry, id="status", interval=intervals.cluster_status,
                initial_delay=intervals.cluster_status, backoff=intervals.retry)(cluster_tick)
+    # rolling upgrades and scale-down, a step per tick; a stopped roll retries with its own backoff
+    kopf.timer(*clusters, registry=registry, id="rollout", interval=intervals.rollout,
+               initial_delay=intervals.rollout, backoff=intervals.retry)(cluster_rollout)
 
     for plural in ("nsqtopics", "nsqchannels"):
         resource = (GROUP, VERSION, plural)

@@ -5,11 +5,12 @@ from typing import Any
 
 import kopf
 
+from ..models.cluster import is_paused
 from ..reconcile.cluster import reconcile_cluster
 from ..reconcile.freshness import Superseded
 from ..runtime import runtime_of
 from ..status.errors import BadSpec
-from .status_patch import degraded, snapshot, write_status
+from .status_patch import degraded, paused, snapshot, write_status
 
 
 def _declared(body: Any, index: Any) -> list[Any]:
@@ -21,6 +22,9 @@ async def cluster_changed(body: Any, patch: kopf.Patch, memo: Any, declared_topi
     """create / update / resume: apply, then wait (with backoff) until ready."""
     rt = runtime_of(memo)
     body = snapshot(body)
+    if is_paused(body):
+        paused(patch, body)
+        return
     try:
         result = await reconcile_cluster(rt, body, _declared(body, declared_topics), _declared(body, declared_channels))
     except BadSpec as e:
@@ -38,6 +42,9 @@ async def cluster_tick(body: Any, patch: kopf.Patch, memo: Any, declared_topics:
     """Periodic: status, gates of new nsqds, the lookupd list of nsqds that started since,
     and drift of the owned objects."""
     body = snapshot(body)
+    if is_paused(body):
+        paused(patch, body)
+        return
     try:
         result = await reconcile_cluster(runtime_of(memo), body, _declared(body, declared_topics),
                                          _declared(body, declared_channels))

@@ -7,8 +7,12 @@ from typing import Any
 
 import kopf
 
+from ..constants import PAUSED_ANNOTATION
 from ..status import conditions
 from ..status.errors import BadSpec
+
+
+PAUSED_REASON = "Paused"
 
 
 def write_status(patch: kopf.Patch, body: Any, status: dict[str, Any], verdict: conditions.Verdict) -> None:
@@ -20,6 +24,17 @@ def write_status(patch: kopf.Patch, body: Any, status: dict[str, Any], verdict: 
     for key, value in wanted.items():
         if current.get(key) != value:
             patch.status[key] = value
+
+
+def paused(patch: kopf.Patch, body: Any) -> None:
+    """Say that nothing is reconciled: Progressing False, reason Paused, stamped with the
+    generation seen; Ready and Degraded keep what they last said."""
+    generation = body["metadata"].get("generation")
+    current = list((body.get("status") or {}).get("conditions") or [])
+    wanted = conditions.set_condition(current, "Progressing", "False", PAUSED_REASON,
+                                      f"reconciliation is paused by the {PAUSED_ANNOTATION} annotation", generation)
+    if wanted != current:
+        patch.status["conditions"] = wanted
 
 
 def degraded(patch: kopf.Patch, body: Any, error: BadSpec) -> None:

@@ -29,6 +29,7 @@ KINDS: dict[str, Kind] = {
     "Service": Kind("v1", "services"),
     "ServiceAccount": Kind("v1", "serviceaccounts"),
     "Pod": Kind("v1", "pods"),
+    "Event": Kind("v1", "events"),
     "PersistentVolumeClaim": Kind("v1", "persistentvolumeclaims"),
     "StatefulSet": Kind("apps/v1", "statefulsets"),
     "PodDisruptionBudget": Kind("policy/v1", "poddisruptionbudgets"),

@@ -1,6 +1,6 @@
 """Pydantic models of the CRDs; the CRD YAML in crds/ is generated from them."""
 from .cluster import (ComponentStatus, LookupdSpec, MetricsSpec, NsqCluster, NsqClusterSpec, NsqClusterStatus,
-                      NsqdSpec, NsqdStatus, SchedulingSpec, StorageSpec)
+                      NsqdSpec, NsqdStatus, RolloutStatus, SchedulingSpec, StorageSpec)
 from .common import Condition, CrdModel, ResourceRequirements, StatusBase
 from .options import LookupdTunables, NsqdTunables
 from .topology import NodeCounts, NsqChannelSpec, NsqTopicSpec, TopologyStatus
@@ -8,6 +8,6 @@ from .topology import NodeCounts, NsqChannelSpec, NsqTopicSpec, TopologyStatus
 __all__ = [
     "ComponentStatus", "Condition", "CrdModel", "LookupdSpec", "LookupdTunables", "MetricsSpec", "NodeCounts",
     "NsqChannelSpec", "NsqCluster", "NsqClusterSpec", "NsqClusterStatus", "NsqTopicSpec", "NsqdSpec",
-    "NsqdStatus", "NsqdTunables", "ResourceRequirements", "SchedulingSpec", "StatusBase", "StorageSpec",
+    "NsqdStatus", "NsqdTunables", "ResourceRequirements", "RolloutStatus", "SchedulingSpec", "StatusBase", "StorageSpec",
     "TopologyStatus",
 ]

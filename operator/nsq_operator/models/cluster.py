@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from ..constants import DEFAULT_IMAGE
+from ..constants import DEFAULT_IMAGE, PAUSED_ANNOTATION, RESTART_ANNOTATION
 from .common import CrdModel, GoDuration, Quantity, ResourceRequirements, StatusBase, passthrough
 from .options import LookupdTunables, NsqdTunables
 
@@ -66,7 +66,7 @@ class NsqClusterSpec(CrdModel):
     nsqd: NsqdSpec = Field(default_factory=NsqdSpec, description="the brokers")
     lookupd: LookupdSpec = Field(default_factory=LookupdSpec, description="the discovery service")
     scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec, description="where pods may run")
-    drain_timeout_seconds: int = Field(60, ge=0, le=86400, description="how long an nsqd may take to hand off its messages before it stops")
+    drain_timeout_seconds: int = Field(60, ge=0, le=86400, description="how long a draining nsqd waits for consumers to finish the messages in flight (nsqd's --drain-timeout); the pods' grace period is longer, so a plain SIGTERM drains too")
     metrics: MetricsSpec = Field(default_factory=MetricsSpec, description="statistics export")
 
 
@@ -81,9 +81,32 @@ class NsqdStatus(ComponentStatus):
     lookupd_addresses: list[str] = Field(default_factory=list, description="the lookupd TCP addresses nsqds were last given")
 
 
+RolloutPhase = Literal["Draining", "Replacing", "HandingOff", "Removing", "Waiting", "Complete"]
+
+
+class RolloutStatus(CrdModel):
+    """Where the rolling upgrade or scale-down stands: enough for a restarted operator to
+    carry on with the same pod and phase."""
+    phase: RolloutPhase = Field("Complete", description="Draining, Replacing, HandingOff, Removing, Waiting or Complete")
+    pod: str | None = Field(None, description="the pod being worked on")
+    component: str | None = Field(None, description="nsqd or nsqlookupd")
+    reason: str | None = Field(None, description="NewRevision, ConfigChange, ManualRestart, StuckPod or ScaleDown")
+    since: str | None = Field(None, description="when this phase began (RFC 3339)")
+    target_revision: str | None = Field(None, description="the pod template revision being rolled out")
+    replaced: list[str] = Field(default_factory=list, description="pods replaced so far towards the target revision, in order")
+    message: str = Field("", description="what the roller does or waits for")
+    error: str | None = Field(None, description="why the roll is stopped; it is retried with backoff")
+    failures: int = Field(0, description="failed attempts in a row")
+
+
 class NsqClusterStatus(StatusBase):
     nsqd: NsqdStatus = Field(default_factory=NsqdStatus, description="the brokers")
     lookupd: ComponentStatus = Field(default_factory=ComponentStatus, description="the discovery service")
+    rollout: RolloutStatus | None = Field(None, description="progress of the rolling upgrade or scale-down")
+
+
+def is_paused(body: Any) -> bool:
+    return str((body["metadata"].get("annotations") or {}).get(PAUSED_ANNOTATION, "")).lower() == "true"
 
 
 @dataclass(frozen=True)
@@ -100,13 +123,17 @@ class NsqCluster(CrdModel):
     namespace: str
     uid: str = ""
     generation: int = 0
+    restart_token: str = ""  # the nsq.dev/restart annotation: a new value rolls every pod once
+    paused: bool = False  # nsq.dev/paused: "true"
     spec: NsqClusterSpec
 
     @classmethod
     def from_body(cls, body: Any) -> "NsqCluster":
         meta = body["metadata"]
+        annotations = meta.get("annotations") or {}
         return cls(name=meta["name"], namespace=meta.get("namespace") or "default", uid=meta.get("uid", ""),
-                   generation=meta.get("generation", 0), spec=NsqClusterSpec.model_validate(body.get("spec") or {}))
+                   generation=meta.get("generation", 0), restart_token=str(annotations.get(RESTART_ANNOTATION, "")),
+                   paused=is_paused(body), spec=NsqClusterSpec.model_validate(body.get("spec") or {}))
 
     @property
     def ref(self) -> ClusterRef:

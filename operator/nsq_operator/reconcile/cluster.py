@@ -13,6 +13,7 @@ from ..builders import build_cluster, labels, names
 from ..kube.apply import apply
 from ..kube.pods import component_pods, is_ready, is_serving, topology_ready
 from ..models import ComponentStatus, NsqCluster, NsqClusterStatus, NsqdStatus
+from ..rollout import progress
 from ..runtime import Runtime
 from ..status import conditions
 from ..status.errors import describe
@@ -86,11 +87,23 @@ async def open_gates(rt: Runtime, nsqd_pods: list[dict[str, Any]], topics: Itera
     return opened
 
 
+async def hold_replicas(rt: Runtime, manifest: dict[str, Any]) -> None:
+    """Fewer nsqds is the roller's to carry out, one pod at a time after its messages are
+    handed off: a pass only ever raises the StatefulSet's replicas."""
+    meta = manifest["metadata"]
+    existing = await rt.kube.get("StatefulSet", meta["namespace"], meta["name"])
+    if existing is not None:
+        running = int(existing["spec"].get("replicas", 0))
+        manifest["spec"]["replicas"] = max(running, manifest["spec"]["replicas"])
+
+
 async def reconcile_cluster(rt: Runtime, body: Any, topics: Iterable[TopicWish] = (),
                             channels: Iterable[ChannelWish] = ()) -> ClusterPass:
     cluster = parse(body)
     await ensure_current(rt.kube, body)
     for manifest in build_cluster(cluster):
+        if manifest["kind"] == "StatefulSet" and manifest["metadata"]["name"] == names.nsqd_statefulset(cluster):
+            await hold_replicas(rt, manifest)
         await apply(rt.kube, manifest)
     nsqd_pods = await component_pods(rt.kube, cluster.ref, labels.NSQD)
     if await open_gates(rt, nsqd_pods, list(topics), list(channels)):
@@ -116,4 +129,4 @@ async def reconcile_cluster(rt: Runtime, body: Any, topics: Iterable[TopicWish] 
     done = (len(ready_nsqds) == want_nsqd and len(nsqd_pods) == want_nsqd and len(ready_lookupds) == want_lookupd
             and len(lookupd_pods) == want_lookupd and registered and not missed)
     verdict = conditions.ready(summary) if done else conditions.progressing("PodsNotReady", summary)
-    return ClusterPass(status.wire(), verdict)
+    return ClusterPass(status.wire(), progress.verdict(progress.current(body), verdict))

@@ -1,0 +1,58 @@
+"""Pod template revisions: one hash per reason a pod must restart (its image, its
+configuration, the manual restart token), stamped on the template so that every pod
+carries what it was made from and the roller can tell why it is outdated."""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ..constants import CONFIG_REVISION_ANNOTATION, IMAGE_REVISION_ANNOTATION, RESTART_REVISION_ANNOTATION
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Revision:
+    image: str
+    config: str
+    restart: str
+
+    @property
+    def combined(self) -> str:
+        return _digest([self.image, self.config, self.restart])
+
+    def annotations(self) -> dict[str, str]:
+        return {IMAGE_REVISION_ANNOTATION: self.image, CONFIG_REVISION_ANNOTATION: self.config,
+                RESTART_REVISION_ANNOTATION: self.restart}
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any]) -> "Revision | None":
+        """The revision a pod or pod template carries; None when it carries none (made by
+        an operator from before revisions)."""
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        parts = [annotations.get(key) for key in (IMAGE_REVISION_ANNOTATION, CONFIG_REVISION_ANNOTATION,
+                                                  RESTART_REVISION_ANNOTATION)]
+        if any(part is None for part in parts):
+            return None
+        return cls(*(str(part) for part in parts))
+
+
+def revision_of(template: Mapping[str, Any], config_values: Mapping[str, Any], restart_token: str) -> Revision:
+    """``config_values``: what the pod reads from the ConfigMap and only gets by restarting
+    (the lookupd list is not among them: running nsqds are told it live)."""
+    spec = copy.deepcopy(dict(template["spec"]))
+    images = [container.pop("image", None) for container in spec.get("containers", [])]
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    return Revision(image=_digest(images), config=_digest({"spec": spec, "labels": labels, "config": config_values}),
+                    restart=_digest(restart_token))
+
+
+def stamp(template: dict[str, Any], config_values: Mapping[str, Any], restart_token: str) -> dict[str, Any]:
+    template["metadata"].setdefault("annotations", {}).update(
+        revision_of(template, config_values, restart_token).annotations())
+    return template

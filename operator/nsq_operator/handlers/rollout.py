@@ -1,0 +1,28 @@
+"""The roller's timer: one step of a rolling upgrade or scale-down per tick, nothing at
+all while the cluster is paused or its spec is invalid."""
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from ..models.cluster import is_paused
+from ..reconcile.cluster import parse
+from ..rollout.roller import Blocked, roll
+from ..runtime import runtime_of
+from ..status.errors import BadSpec
+from .status_patch import snapshot
+
+
+async def cluster_rollout(body: Any, memo: Any, **_: Any) -> None:
+    body = snapshot(body)
+    if is_paused(body) or body["metadata"].get("deletionTimestamp"):
+        return
+    try:
+        cluster = parse(body)
+    except BadSpec:
+        return  # the reconcile handler reports it
+    try:
+        await roll(runtime_of(memo), cluster, body)
+    except Blocked as e:
+        raise kopf.TemporaryError(str(e), delay=e.delay) from None

@@ -1,0 +1,118 @@
+"""What the roller looks at, read once per pass: each component's StatefulSet (replicas,
+the revision of its template) and its pods (revision, readiness, stuck or not)."""
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ..builders import labels, names
+from ..builders.revision import Revision
+from ..builders.statefulsets import build_lookupd_statefulset, build_nsqd_statefulset
+from ..kube.client import KubeApi
+from ..kube.pods import is_ready, is_serving, ordinal
+from ..models import NsqCluster
+
+# waiting reasons of a container that will not get better by waiting
+STUCK_WAITING_REASONS = frozenset({"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "InvalidImageName",
+                                   "CreateContainerConfigError", "CreateContainerError"})
+
+
+def stuck_reason(pod: Mapping[str, Any]) -> str | None:
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        reason = ((status.get("state") or {}).get("waiting") or {}).get("reason")
+        if reason in STUCK_WAITING_REASONS:
+            return str(reason)
+    return None
+
+
+def _age(pod: Mapping[str, Any], at: datetime.datetime) -> float:
+    created = pod["metadata"].get("creationTimestamp")
+    if not created:
+        return 0.0
+    began = datetime.datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
+    return (at - began).total_seconds()
+
+
+@dataclass(frozen=True)
+class PodView:
+    name: str
+    ordinal: int
+    revision: Revision | None
+    ready: bool
+    serving: bool
+    terminating: bool
+    stuck: str | None  # why the pod cannot get better by waiting; None when it may
+
+    @classmethod
+    def of(cls, pod: Mapping[str, Any], never_ready_after: float, at: datetime.datetime) -> "PodView":
+        ready = is_ready(pod)
+        stuck = stuck_reason(pod)
+        if stuck is None and not ready and _age(pod, at) > never_ready_after:
+            stuck = f"not Ready {int(_age(pod, at))}s after it was created"
+        return cls(name=pod["metadata"]["name"], ordinal=ordinal(pod), revision=Revision.of(pod), ready=ready,
+                   serving=is_serving(pod), terminating=bool(pod["metadata"].get("deletionTimestamp")), stuck=stuck)
+
+
+@dataclass(frozen=True)
+class ComponentView:
+    component: str
+    statefulset: str
+    replicas: int  # the StatefulSet's, which may still be above the spec's during a scale-down
+    target: Revision | None  # the revision of the StatefulSet's pod template
+    pods: list[PodView]
+
+    def pod(self, name: str | None) -> PodView | None:
+        return next((p for p in self.pods if p.name == name), None)
+
+    def pod_name(self, ordinal_: int) -> str:
+        return names.pod_name(self.statefulset, ordinal_)
+
+    def outdated(self, pod: PodView) -> bool:
+        return self.target is not None and pod.revision != self.target
+
+
+@dataclass(frozen=True)
+class Observed:
+    lookupd: ComponentView
+    nsqd: ComponentView
+    wanted_nsqd: int
+    applied: bool  # both StatefulSets carry the templates the spec asks for
+
+    def component(self, name: str | None) -> ComponentView:
+        return self.lookupd if name == labels.LOOKUPD else self.nsqd
+
+    @property
+    def target(self) -> str:
+        """One name for what the whole cluster is rolled to."""
+        parts = [c.target.combined if c.target else "-" for c in (self.lookupd, self.nsqd)]
+        return "/".join(parts)
+
+
+def _component(cluster: NsqCluster, component: str, statefulset: str, sts: Mapping[str, Any] | None,
+               pods: list[dict[str, Any]], never_ready_after: float, at: datetime.datetime) -> ComponentView:
+    selector = labels.selector(cluster, component)
+    mine = [p for p in pods if all((p["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())]
+    return ComponentView(
+        component=component, statefulset=statefulset,
+        replicas=int(sts["spec"].get("replicas", 0)) if sts else 0,
+        target=Revision.of(sts["spec"]["template"]) if sts else None,
+        pods=sorted((PodView.of(p, never_ready_after, at) for p in mine), key=lambda p: p.ordinal))
+
+
+async def observe(api: KubeApi, cluster: NsqCluster, never_ready_after: float) -> Observed:
+    at = datetime.datetime.now(datetime.timezone.utc)
+    nsqd_name, lookupd_name = names.nsqd_statefulset(cluster), names.lookupd_statefulset(cluster)
+    nsqd_sts = await api.get("StatefulSet", cluster.namespace, nsqd_name)
+    lookupd_sts = await api.get("StatefulSet", cluster.namespace, lookupd_name)
+    pods = await api.list("Pod", cluster.namespace, {"app.kubernetes.io/instance": cluster.name,
+                                                     "app.kubernetes.io/name": labels.NAME})
+    wanted_nsqd = Revision.of(build_nsqd_statefulset(cluster)["spec"]["template"])
+    wanted_lookupd = Revision.of(build_lookupd_statefulset(cluster)["spec"]["template"])
+    applied = (nsqd_sts is not None and lookupd_sts is not None
+               and Revision.of(nsqd_sts["spec"]["template"]) == wanted_nsqd
+               and Revision.of(lookupd_sts["spec"]["template"]) == wanted_lookupd)
+    return Observed(
+        lookupd=_component(cluster, labels.LOOKUPD, lookupd_name, lookupd_sts, pods, never_ready_after, at),
+        nsqd=_component(cluster, labels.NSQD, nsqd_name, nsqd_sts, pods, never_ready_after, at),
+        wanted_nsqd=cluster.spec.nsqd.replicas, applied=applied)

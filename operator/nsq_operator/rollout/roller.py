@@ -1,0 +1,209 @@
+"""The roller's pass: carry the phase recorded in status.rollout one step further, or,
+once it is over, start on the next pod the plan picks. Every step can be taken again
+(a drain is started only when none runs), so a pass cut short by a restart of the
+operator is simply repeated by the next operator."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..builders import labels
+from ..constants import NSQD_CLAIM_TEMPLATE
+from ..kube.events import post_event
+from ..models import NsqCluster, RolloutStatus
+from ..reconcile.cluster import registered_everywhere
+from ..runtime import Runtime
+from . import progress
+from .drain import DrainClient, DrainState, NoAnswer, http_address
+from .observe import Observed, observe
+from .plan import SCALE_DOWN, Idle, Refuse, Restart, ScaleDown, Wait, has_work, plan
+
+
+class StopRoll(Exception):
+    """The roll cannot go on by itself: Degraded, retried with backoff."""
+
+
+class Blocked(Exception):
+    def __init__(self, message: str, delay: float) -> None:
+        super().__init__(message)
+        self.delay = delay
+
+
+class Roller:
+    def __init__(self, rt: Runtime, cluster: NsqCluster, body: dict[str, Any], observed: Observed) -> None:
+        self.rt, self.cluster, self.body, self.observed = rt, cluster, body, observed
+
+    # -- effects ------------------------------------------------------------------------
+    def drain_client(self, pod: str) -> DrainClient:
+        return DrainClient(self.rt.endpoints.nsqd_http(self.cluster.ref, pod), self.rt.http)
+
+    async def delete_pod(self, pod: str) -> None:
+        await self.rt.kube.delete("Pod", self.cluster.namespace, pod)
+
+    async def event(self, reason: str, message: str, warning: bool = False) -> None:
+        await post_event(self.rt.kube, self.body, "Warning" if warning else "Normal", reason, message)
+
+    async def save(self, state: RolloutStatus) -> None:
+        await self.rt.kube.patch("NsqCluster", self.cluster.namespace, self.cluster.name,
+                                 {"status": {"rollout": state.model_dump(by_alias=True, mode="json")}}, "status")
+
+    async def registered(self) -> bool:
+        pods = await self.rt.kube.list("Pod", self.cluster.namespace, labels.selector(self.cluster, labels.LOOKUPD))
+        nsqds = [p.name for p in self.observed.nsqd.pods if p.ready]
+        return await registered_everywhere(self.rt, self.cluster, pods, nsqds)
+
+    # -- phases -------------------------------------------------------------------------
+    async def step(self, state: RolloutStatus, retargeted: bool) -> RolloutStatus:
+        phases = {"Draining": self._draining, "Replacing": self._replacing, "HandingOff": self._handing_off,
+                  "Removing": self._removing}
+        if state.phase in phases:
+            carried = await phases[state.phase](state, retargeted)
+            if carried is not None:
+                return carried
+        return await self._next(state)
+
+    async def _draining(self, state: RolloutStatus, retargeted: bool) -> RolloutStatus | None:
+        nsqd = self.observed.nsqd
+        pod = nsqd.pod(state.pod)
+        if pod is None or pod.terminating or not nsqd.outdated(pod):
+            return progress.enter(state, "Replacing", f"waiting for the replacement of {state.pod}")
+        drain: DrainState | None | NoAnswer
+        try:
+            drain = await self.drain_client(pod.name).state()
+        except NoAnswer as e:
+            drain = e
+        if drain is None or pod.stuck or (isinstance(drain, DrainState) and drain.finished):
+            await self.delete_pod(pod.name)
+            return progress.enter(state, "Replacing", f"{pod.name} drained and deleted; waiting for its replacement")
+        if isinstance(drain, DrainState) and not drain.draining:  # its container restarted since
+            await self.drain_client(pod.name).start()
+        limit = self.cluster.spec.drain_timeout_seconds + self.rt.intervals.drain_margin
+        doing = f"{drain.in_flight} messages in flight" if isinstance(drain, DrainState) else f"no answer ({drain})"
+        if progress.seconds_in_phase(state) > limit:
+            raise StopRoll(f"the drain of {pod.name} has not finished {int(progress.seconds_in_phase(state))}s "
+                           f"after it began ({doing})")
+        return state.model_copy(update={"message": f"draining {pod.name}: {doing}"})
+
+    async def _replacing(self, state: RolloutStatus, retargeted: bool) -> RolloutStatus | None:
+        if retargeted:
+            return None  # the revision moved on while this pod came back: plan again
+        component = self.observed.component(state.component)
+        pod = component.pod(state.pod)
+        if pod is not None and not pod.terminating and not component.outdated(pod) and pod.ready:
+            if await self.registered():
+                return state.model_copy(update={"replaced": [*state.replaced, pod.name], "error": None})
+            message = f"waiting for {pod.name} to be registered in every nsqlookupd"
+        else:
+            message = f"waiting for the replacement of {state.pod} to be Ready"
+        if progress.seconds_in_phase(state) > self.rt.intervals.ready_timeout:
+            detail = f" ({pod.stuck})" if pod is not None and pod.stuck else ""
+            raise StopRoll(f"{state.pod} is not Ready and registered {int(progress.seconds_in_phase(state))}s "
+                           f"after it was replaced{detail}")
+        return state.model_copy(update={"message": message})
+
+    async def _handing_off(self, state: RolloutStatus, retargeted: bool) -> RolloutStatus | None:
+        nsqd = self.observed.nsqd
+        pod = nsqd.pod(state.pod)
+        if pod is None:
+            return None
+        if self.observed.wanted_nsqd > pod.ordinal:  # scaled back up meanwhile: bring it back into service
+            await self.delete_pod(pod.name)
+            await self.event(SCALE_DOWN, f"scale-down of {pod.name} called off; restarting it to serve again")
+            return progress.enter(state, "Replacing", f"waiting for {pod.name} to serve again",
+                                  reason=SCALE_DOWN)
+        drain: DrainState | None | NoAnswer
+        try:
+            drain = await self.drain_client(pod.name).state()
+        except NoAnswer as e:
+            drain = e  # keeps waiting, up to the deadline
+        if drain is None:
+            raise StopRoll(f"{pod.name} stopped before its messages were handed off; they stay on its claim "
+                           f"and it is not removed")
+        if isinstance(drain, DrainState):
+            if drain.handoff is None:
+                raise StopRoll(f"{pod.name} is draining without a handoff; scaling it down would strand its messages")
+            if drain.handoff.finished:
+                if drain.handoff.error:
+                    raise StopRoll(f"scale-down of {pod.name} would strand {drain.handoff.stranded} messages: "
+                                   f"{drain.handoff.error}")
+                await self.rt.kube.patch("StatefulSet", self.cluster.namespace, nsqd.statefulset,
+                                         {"spec": {"replicas": pod.ordinal}})
+                await self.event(SCALE_DOWN, f"{pod.name} handed its messages off; removing it")
+                return progress.enter(state, "Removing", f"waiting for {pod.name} to terminate")
+        if progress.seconds_in_phase(state) > self.rt.intervals.handoff_timeout:
+            raise StopRoll(f"the handoff of {pod.name}'s messages has not finished "
+                           f"{int(progress.seconds_in_phase(state))}s after it began")
+        return state.model_copy(update={"message": f"handing off the messages of {pod.name}"})
+
+    async def _removing(self, state: RolloutStatus, retargeted: bool) -> RolloutStatus | None:
+        nsqd = self.observed.nsqd
+        pod = nsqd.pod(state.pod)
+        if pod is not None and nsqd.replicas <= pod.ordinal:
+            return state.model_copy(update={"message": f"waiting for {pod.name} to terminate"})
+        if pod is None and self.cluster.spec.nsqd.storage.when_scaled == "Delete" and state.pod:
+            await self.rt.kube.delete("PersistentVolumeClaim", self.cluster.namespace,
+                                      f"{NSQD_CLAIM_TEMPLATE}-{state.pod}")
+        return None
+
+    async def _next(self, state: RolloutStatus) -> RolloutStatus:
+        if not has_work(self.observed):
+            step: Any = Idle(f"every pod runs revision {self.observed.target}")
+        else:
+            step = plan(self.observed, await self.registered())
+        if isinstance(step, Idle):
+            if state.phase == "Complete" and state.message == step.message and not state.error:
+                return state
+            return progress.enter(state, "Complete", step.message, pod=None, component=None, reason=None)
+        if isinstance(step, Wait):
+            return progress.waiting(state, step.message)
+        if isinstance(step, Refuse):
+            raise StopRoll(step.message)
+        if isinstance(step, Restart):
+            return await self._restart(state, step)
+        assert isinstance(step, ScaleDown)
+        recipients = [http_address(self.rt.endpoints.nsqd_http(self.cluster.ref, p)) for p in step.recipients]
+        try:
+            started = await self.drain_client(step.pod).start(handoff_to=recipients)
+        except NoAnswer as e:
+            raise StopRoll(f"{step.pod} does not answer, its messages cannot be handed off: {e}") from None
+        if started is None:
+            raise StopRoll(f"{step.pod} does not answer, its messages cannot be handed off")
+        await self.event(SCALE_DOWN, f"scaling nsqd down: handing the messages of {step.pod} off to "
+                                     f"{', '.join(step.recipients)} before removing it")
+        return progress.enter(state, "HandingOff", f"handing off the messages of {step.pod}", pod=step.pod,
+                              component=labels.NSQD, reason=SCALE_DOWN)
+
+    async def _restart(self, state: RolloutStatus, step: Restart) -> RolloutStatus:
+        fields = {"pod": step.pod, "component": step.component, "reason": step.reason}
+        if step.drain:
+            try:
+                started = await self.drain_client(step.pod).start()
+            except NoAnswer as e:
+                raise StopRoll(f"{step.pod} does not answer, it cannot be drained: {e}") from None
+            if started is not None:
+                await self.event(step.reason, f"restarting {step.pod} because {step.why}: draining it first")
+                return progress.enter(state, "Draining", f"draining {step.pod}", **fields)
+        await self.event(step.reason, f"restarting {step.pod} because {step.why}")
+        await self.delete_pod(step.pod)
+        return progress.enter(state, "Replacing", f"waiting for the replacement of {step.pod}", **fields)
+
+
+async def roll(rt: Runtime, cluster: NsqCluster, body: dict[str, Any]) -> RolloutStatus:
+    """One pass; raises Blocked (with the delay before the next try) when the roll stops."""
+    observed = await observe(rt.kube, cluster, rt.intervals.ready_timeout)
+    before = progress.current(body)
+    state = before or RolloutStatus()
+    retargeted = state.target_revision not in (None, observed.target)
+    if state.target_revision != observed.target:
+        state = state.model_copy(update={"target_revision": observed.target, "replaced": []})
+    roller = Roller(rt, cluster, body, observed)
+    try:
+        after = await roller.step(state, retargeted)
+    except StopRoll as e:
+        after = progress.blocked(state, str(e))
+        await roller.save(after)
+        if state.error != after.error:
+            await roller.event(progress.BLOCKED_REASON, str(e), warning=True)
+        raise Blocked(str(e), progress.backoff(after.failures, rt.intervals.retry, rt.intervals.max_backoff)) from None
+    if after != before:
+        await roller.save(after)
+    return after
