@@ -80,7 +80,8 @@ async def test_a_refused_handoff_stops_the_scale_down_and_keeps_the_node_with_it
         bodies = [f"a message longer than 8 bytes {i}".encode() for i in range(20)]
         await cluster.nsqd_admin(leaving).multi_publish("kept", bodies)
 
-        with pytest.raises(ScaleDownError, match="nsqd-1.*kept running") as failure:
+        refused = "nsqd-1: handoff failed after 0 messages, 20 left on its disk: .*kept running"
+        with pytest.raises(ScaleDownError, match=refused) as failure:
             await scale_down(cluster, leaving, handoff_timeout=20, exit_timeout=20)
         assert failure.value.done == []
         assert leaving.running and leaving in cluster.nsqds

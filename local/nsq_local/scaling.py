@@ -61,6 +61,7 @@ class HandoffState:
     messages: int
     topics: int
     targets: tuple[str, ...]
+    messages_left: int = 0     # still on the node's disk (nsqd counts them per queue)
 
     @classmethod
     def of(cls, drain: dict[str, Any]) -> "HandoffState | None":
@@ -71,7 +72,8 @@ class HandoffState:
         return cls(finished=bool(handoff.get("finished")), error=str(handoff.get("error") or ""),
                    messages=int(handoff.get("messages") or 0),
                    topics=len(topics) if isinstance(topics, (list, dict)) else int(topics or 0),
-                   targets=tuple(handoff.get("targets") or ()))
+                   targets=tuple(handoff.get("targets") or ()),
+                   messages_left=int(handoff.get("messages_left") or 0))
 
 
 async def drain_state(cluster: LocalCluster, node: Node) -> dict[str, Any]:
@@ -97,7 +99,8 @@ async def hand_off(cluster: LocalCluster, node: Node, targets: list[Node], timeo
             raise RuntimeError(f"{node.name} exited during its handoff (code {node.proc and node.proc.returncode})")
         state = HandoffState.of(await drain_state(cluster, node))
         if state is not None and state.error:
-            raise RuntimeError(f"{node.name}: handoff failed after {state.messages} messages: {state.error}")
+            raise RuntimeError(f"{node.name}: handoff failed after {state.messages} messages, "
+                               f"{state.messages_left} left on its disk: {state.error}")
         if state is not None and state.finished:
             return state
         if time.monotonic() > deadline:

@@ -20,8 +20,8 @@ def test_handoff_state_reads_nsqds_drain_answer() -> None:
     assert HandoffState.of(drain) == HandoffState(finished=True, error="", messages=42, topics=2,
                                                   targets=("127.0.0.1:4151", "127.0.0.1:4251"))
     failed = {"handoff": {"targets": ["a:1"], "finished": True, "error": "topic t: a:1 unreachable",
-                          "topics": {}, "messages": 0}}
-    assert HandoffState.of(failed) == HandoffState(True, "topic t: a:1 unreachable", 0, 0, ("a:1",))
+                          "topics": {}, "messages": 0, "topics_left": ["t"], "messages_left": 3}}
+    assert HandoffState.of(failed) == HandoffState(True, "topic t: a:1 unreachable", 0, 0, ("a:1",), 3)
     assert HandoffState.of({"draining": True, "handoff": None}) is None
 
 
