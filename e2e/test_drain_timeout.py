@@ -49,10 +49,8 @@ async def test_messages_held_past_the_drain_timeout_are_requeued_persisted_and_d
             assert (await channel_stats(cluster))["in_flight_count"] == COUNT
 
             started = time.monotonic()
-            async with cluster.session.post(f"http://{node.http_address}/drain") as resp:
-                assert resp.status == 200, await resp.text()
-            async with cluster.session.get(f"http://{node.http_address}/drain") as resp:
-                state = await resp.json()
+            await cluster.nsqd_admin(node).drain()
+            state = await cluster.nsqd_admin(node).drain_state()
             assert (state["draining"], state["in_flight"]) == (True, COUNT), state
             assert await http_status(cluster.session, f"http://{node.http_address}/ready") == 503
             assert await node.wait_exited(DRAIN_TIMEOUT + 20) == 0

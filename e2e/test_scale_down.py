@@ -19,7 +19,7 @@ from nsq_local.demo import run_demo
 from nsq_local.options import ClusterOptions, DemoOptions, LoadOptions
 from nsq_local.processes import Node
 from nsq_local.report import render
-from nsq_local.scaling import ScaleDownError, drain_state, scale_down
+from nsq_local.scaling import ScaleDownError, scale_down
 
 pytestmark = pytest.mark.slow
 
@@ -85,7 +85,7 @@ async def test_a_refused_handoff_stops_the_scale_down_and_keeps_the_node_with_it
             await scale_down(cluster, leaving, handoff_timeout=20, exit_timeout=20)
         assert failure.value.done == []
         assert leaving.running and leaving in cluster.nsqds
-        handoff = (await drain_state(cluster, leaving))["handoff"]
+        handoff = (await cluster.nsqd_admin(leaving).drain_state())["handoff"]
         assert handoff["error"], handoff
 
         leaving.signal(signal.SIGTERM)

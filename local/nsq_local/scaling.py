@@ -22,6 +22,8 @@ from typing import Any, Awaitable, Callable
 
 import aiohttp
 
+from nsq_client import AdminError
+
 from .cluster import LocalCluster
 from .processes import Node
 
@@ -76,28 +78,17 @@ class HandoffState:
                    messages_left=int(handoff.get("messages_left") or 0))
 
 
-async def drain_state(cluster: LocalCluster, node: Node) -> dict[str, Any]:
-    async with cluster.session.get(f"http://{node.http_address}/drain",
-                                   timeout=aiohttp.ClientTimeout(total=5)) as resp:
-        if resp.status != 200:
-            raise RuntimeError(f"{node.name}: GET /drain answered {resp.status}: {await resp.text()}")
-        state: dict[str, Any] = await resp.json(content_type=None)
-        return state
-
-
 async def hand_off(cluster: LocalCluster, node: Node, targets: list[Node], timeout: float) -> HandoffState:
     """Drain ``node`` handing its backlog to ``targets``; the handoff's final state.
-    RuntimeError when nsqd refuses, reports an error, dies, or does not finish in time."""
-    addresses = ",".join(t.http_address for t in targets)
-    async with cluster.session.post(f"http://{node.http_address}/drain", params={"handoff": addresses}) as resp:
-        if resp.status != 200:
-            raise RuntimeError(f"{node.name}: POST /drain?handoff={addresses} answered {resp.status}: "
-                               f"{await resp.text()}")
+    RuntimeError when it reports an error, dies, or does not finish in time; AdminError
+    when nsqd refuses."""
+    admin = cluster.nsqd_admin(node)
+    await admin.drain(handoff=[t.http_address for t in targets])
     deadline = time.monotonic() + timeout
     while True:
         if not node.running:
             raise RuntimeError(f"{node.name} exited during its handoff (code {node.proc and node.proc.returncode})")
-        state = HandoffState.of(await drain_state(cluster, node))
+        state = HandoffState.of(await admin.drain_state())
         if state is not None and state.error:
             raise RuntimeError(f"{node.name}: handoff failed after {state.messages} messages, "
                                f"{state.messages_left} left on its disk: {state.error}")
@@ -122,7 +113,7 @@ async def scale_down(cluster: LocalCluster, node: Node, *, handoff_timeout: floa
     started = time.monotonic()
     try:
         state = await hand_off(cluster, node, targets, handoff_timeout)
-    except (RuntimeError, OSError, asyncio.TimeoutError, aiohttp.ClientError) as err:
+    except (RuntimeError, AdminError, OSError, asyncio.TimeoutError, aiohttp.ClientError) as err:
         raise ScaleDownError(f"{err}; scale-down stopped, {node.name} kept running", []) from err
     handoff_seconds = time.monotonic() - started
     log.info("%s: handed off %d messages of %d topics in %.2fs; stopping it", node.name, state.messages,
