@@ -15,6 +15,11 @@ For every topic in the metadata file (``nsqd.dat``), one at a time:
 
 A crash at any point loses nothing: the files stay until step 3, so a message may at
 worst be published twice.
+
+Not carried over: paused flags (the target's own stand), and ephemeral topics and
+channels, which keep nothing on disk (a drain drops their messages, as NSQ does). A
+target whose --max-req-timeout is shorter than a message's delay left refuses it like
+any other refusal.
 """
 from __future__ import annotations
 
