@@ -114,7 +114,8 @@ async def scale_down(cluster: LocalCluster, node: Node, *, handoff_timeout: floa
     try:
         state = await hand_off(cluster, node, targets, handoff_timeout)
     except (RuntimeError, AdminError, OSError, asyncio.TimeoutError, aiohttp.ClientError) as err:
-        raise ScaleDownError(f"{err}; scale-down stopped, {node.name} kept running", []) from err
+        kept = "kept running" if node.running else "kept (it is not running)"
+        raise ScaleDownError(f"{err}; scale-down stopped, {node.name} {kept}", []) from err
     handoff_seconds = time.monotonic() - started
     log.info("%s: handed off %d messages of %d topics in %.2fs; stopping it", node.name, state.messages,
              state.topics, handoff_seconds)
