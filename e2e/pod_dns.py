@@ -56,19 +56,45 @@ def resolver(book: Path, original: Callable[..., Any]) -> Callable[..., Any]:
     return getaddrinfo
 
 
+def _pod_address(book: Path, address: Any) -> Any:
+    """``(pod DNS name, port, ...)`` -> ``(its process's host, port, ...)``; others as given."""
+    if isinstance(address, tuple) and address and isinstance(address[0], str):
+        pod = pod_of(address[0])
+        if pod is not None:
+            host = pod_host(book, pod)
+            if host is None:
+                raise socket.gaierror(socket.EAI_NONAME, f"{address[0]}: no such pod running")
+            return (host, *address[1:])
+    return address
+
+
+def connector(book: Path, original: Callable[..., Any]) -> Callable[..., Any]:
+    """socket.connect resolves names in C, past socket.getaddrinfo (tornado's IOStream,
+    and so pynsq, connects that way)."""
+    def connect(sock: socket.socket, address: Any) -> Any:
+        return original(sock, _pod_address(book, address))
+    return connect
+
+
+_PATCHED = ((socket, "getaddrinfo", resolver), (socket.socket, "connect", connector),
+            (socket.socket, "connect_ex", connector))
+
+
 def install(book: Path) -> None:
     if not getattr(socket.getaddrinfo, "pod_dns", False):
-        socket.getaddrinfo = resolver(book, socket.getaddrinfo)
+        for owner, name, wrap in _PATCHED:
+            setattr(owner, name, wrap(book, getattr(owner, name)))
 
 
 @contextmanager
 def resolving_pods(book: Path) -> Iterator[None]:
-    original = socket.getaddrinfo
-    socket.getaddrinfo = resolver(book, original)
+    originals = [(owner, name, getattr(owner, name)) for owner, name, _ in _PATCHED]
+    install(book)
     try:
         yield
     finally:
-        socket.getaddrinfo = original
+        for owner, name, original in originals:
+            setattr(owner, name, original)
 
 
 def child_environment(book: Path) -> dict[str, str]:

@@ -43,12 +43,24 @@ async def test_a_pod_name_connects_to_its_process_and_a_missing_pod_does_not_res
     finally:
         server.close()
         await server.wait_closed()
-    assert socket.getaddrinfo.__name__ == "getaddrinfo" and not hasattr(socket.getaddrinfo, "pod_dns")
+    assert not hasattr(socket.getaddrinfo, "pod_dns")
+    assert socket.socket.connect.__qualname__ != "connector.<locals>.connect"
+
+
+def test_a_plain_socket_connect_to_a_pod_name_reaches_its_process(tmp_path: Path) -> None:
+    """socket.connect resolves in C, not through socket.getaddrinfo (tornado, so pynsq)."""
+    with socket.create_server(("127.0.0.8", 0)) as server, resolving_pods(_book(tmp_path, "127.0.0.8")):
+        with socket.socket() as client:
+            client.connect((POD, server.getsockname()[1]))
+            assert client.getpeername()[0] == "127.0.0.8"
+        with socket.socket() as client, pytest.raises(socket.gaierror):
+            client.connect(("roll-nsqd-2.roll-nsqd-headless.nsq-test.svc", 1))
 
 
 def test_child_interpreters_resolve_pod_names(tmp_path: Path) -> None:
-    code = f"import socket; print(socket.getaddrinfo({POD!r}, 4150)[0][4][0])"
+    code = (f"import socket; print(socket.getaddrinfo({POD!r}, 4150)[0][4][0]); "
+            f"s = socket.socket(); print(s.connect_ex(({POD!r}, 1)) != 0)")
     env = {**os.environ, **child_environment(_book(tmp_path, "127.0.0.9"))}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=30, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "127.0.0.9"
+    assert done.stdout.split() == ["127.0.0.9", "True"]  # resolved; refused (nothing listens), not a name error
