@@ -13,7 +13,8 @@ nsqlookupd process on its own loopback address (127.0.x.y).
   terminationGracePeriodSeconds; then the object goes. Pods beyond the StatefulSet's
   replicas are deleted the same way.
 - ContainersReady comes from the readiness probe's path; Ready also needs every
-  readiness gate. A process that exits is not restarted (the pod stays not ready).
+  readiness gate. A process that exits is not restarted: the container waits in
+  CrashLoopBackOff, as a real one whose restarts keep failing.
 - An image tagged ``crashloop`` never runs: the container waits in CrashLoopBackOff.
 """
 from __future__ import annotations
@@ -31,6 +32,7 @@ import aiohttp
 from nsq_operator.builders import toml
 from nsq_operator.constants import LOOKUPD_CONFIG_FILE, NSQD_CONFIG_FILE
 from nsq_operator.models.cluster import ClusterRef
+from nsq_operator.status.conditions import now
 from tests.operator.addresses import next_host, write_book
 from tests.servers import Nsqd, Nsqlookupd, ServerProcess
 
@@ -277,7 +279,7 @@ class FakeKubelet:
                                                  "message": "back-off restarting failed container"}}
         elif process.proc is None or process.proc.poll() is not None:
             code = None if process.proc is None else process.proc.returncode
-            state = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error"}}
+            state = {"waiting": {"reason": "CrashLoopBackOff", "message": f"the container exited with {code}"}}
         else:
             state = {"running": {}}
         # the other states as nulls: a merge patch then removes them
@@ -304,9 +306,14 @@ class FakeKubelet:
         wanted = self._container_status(running, ready)
         gates = [g["conditionType"] for g in pod.get("spec", {}).get("readinessGates", [])]
         pod_ready = ready and all(_condition(pod, g) for g in gates)
-        wanted["conditions"].append({"type": "Ready", "status": "True" if pod_ready else "False"})
         have = pod.get("status", {})
         current = {c["type"]: c.get("status") for c in have.get("conditions", [])}
+        for condition in wanted["conditions"]:
+            if current.get(condition["type"]) != condition["status"]:
+                condition["lastTransitionTime"] = now()
+        wanted["conditions"].append({"type": "Ready", "status": "True" if pod_ready else "False"})
+        if current.get("Ready") != wanted["conditions"][-1]["status"]:
+            wanted["conditions"][-1]["lastTransitionTime"] = now()
         if (any(current.get(c["type"]) != c["status"] for c in wanted["conditions"])
                 or _without_nulls(have.get("containerStatuses")) != _without_nulls(wanted["containerStatuses"])):
             await self._send("PATCH", self._path("pods", pod["metadata"]["name"]) + "/status", {"status": wanted},

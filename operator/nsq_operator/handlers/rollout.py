@@ -11,18 +11,20 @@ from ..reconcile.cluster import parse
 from ..rollout.roller import Blocked, roll
 from ..runtime import runtime_of
 from ..status.errors import BadSpec
-from .status_patch import snapshot
 
 
 async def cluster_rollout(body: Any, memo: Any, **_: Any) -> None:
-    body = snapshot(body)
-    if is_paused(body) or body["metadata"].get("deletionTimestamp"):
+    rt = runtime_of(memo)
+    # read afresh: kopf's copy may not show the rollout status this timer wrote a tick ago
+    meta = body["metadata"]
+    body = await rt.kube.get("NsqCluster", meta["namespace"], meta["name"])
+    if body is None or is_paused(body) or body["metadata"].get("deletionTimestamp"):
         return
     try:
         cluster = parse(body)
     except BadSpec:
         return  # the reconcile handler reports it
     try:
-        await roll(runtime_of(memo), cluster, body)
+        await roll(rt, cluster, body)
     except Blocked as e:
         raise kopf.TemporaryError(str(e), delay=e.delay) from None

@@ -1,35 +1,28 @@
-"""nsqd's drain over HTTP, as the roller uses it: start a drain at most once (a second
-POST /drain would cut the first one's wait short), read its state, and tell a finished
-drain from an nsqd that is simply gone.
-
-GET /drain answers ``{"draining", "started_at", "finished_at", "in_flight", ...}`` and,
-for a scale-down drain, ``"handoff": {"finished", "error", ...}``."""
+"""nsqd's drain as the roller uses it (through NsqdAdmin): start a plain drain at most
+once (a second plain POST /drain would cut the first one's wait short), start or retry a
+scale-down drain with its handoff, read the state, and tell a finished drain from an
+nsqd that is simply gone (nothing listens any more)."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import aiohttp
 
+from nsq_client.admin import NsqdAdmin
+from nsq_client.errors import NsqClientError
+
 
 class NoAnswer(Exception):
-    """The nsqd did not answer (slow, stopped, partitioned): it may still be draining."""
+    """The nsqd did not answer (slow, stopped, partitioned, refusing): it may still be draining."""
 
 
 @dataclass(frozen=True)
 class Handoff:
-    finished: bool
-    error: str | None
-    details: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def stranded(self) -> int:
-        """Messages the handoff could not move, as far as the nsqd tells."""
-        for key in ("stranded", "remaining", "messages_left", "left"):
-            if isinstance(self.details.get(key), int):
-                return int(self.details[key])
-        return 0
+    finished: bool  # this attempt is over
+    error: str | None  # None when everything was handed off
+    messages_left: int  # still on the leaving nsqd's disk
 
 
 @dataclass(frozen=True)
@@ -37,46 +30,46 @@ class DrainState:
     draining: bool
     finished: bool
     in_flight: int
-    handoff: Handoff | None
+    handoff: Handoff | None  # None for a plain drain
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> "DrainState":
         handoff = raw.get("handoff")
         return cls(draining=bool(raw.get("draining")), finished=raw.get("finished_at") is not None,
                    in_flight=int(raw.get("in_flight") or 0),
-                   handoff=Handoff(bool(handoff.get("finished")), handoff.get("error"), dict(handoff))
-                   if isinstance(handoff, dict) else None)
+                   handoff=Handoff(bool(handoff.get("finished")), handoff.get("error"),
+                                   int(handoff.get("messages_left") or 0)) if isinstance(handoff, dict) else None)
 
 
 def http_address(url: str) -> str:
-    """``host:port`` of an nsqd's HTTP API, as a handoff names its recipients."""
+    """``host:port`` of an nsqd's HTTP API, as a handoff names its targets."""
     return url.split("://", 1)[-1].rstrip("/")
 
 
 class DrainClient:
     def __init__(self, url: str, session: aiohttp.ClientSession) -> None:
-        self.url = url.rstrip("/")
-        self.session = session
+        self.admin = NsqdAdmin(url, session=session)
 
-    async def _call(self, method: str, params: dict[str, str] | None = None) -> DrainState | None:
+    async def _answer(self, call: Any) -> DrainState | None:
         """The state; None when nothing listens any more (the process is gone)."""
         try:
-            async with self.session.request(method, self.url + "/drain", params=params) as response:
-                if response.status >= 400:
-                    raise NoAnswer(f"{method} {self.url}/drain answered {response.status}: {(await response.text())[:200]}")
-                return DrainState.parse(await response.json(content_type=None))
+            return DrainState.parse(await call)
         except aiohttp.ClientConnectorError:
             return None
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as e:
-            raise NoAnswer(f"{method} {self.url}/drain: {e!r}") from None
+        except (NsqClientError, aiohttp.ClientError, asyncio.TimeoutError, ValueError) as e:
+            raise NoAnswer(str(e) or repr(e)) from None
 
     async def state(self) -> DrainState | None:
-        return await self._call("GET")
+        return await self._answer(self.admin.drain_state())
 
-    async def start(self, handoff_to: Sequence[str] | None = None) -> DrainState | None:
-        """Start a drain unless one runs already; ``handoff_to``: recipients' host:port."""
+    async def start(self) -> DrainState | None:
+        """A plain drain, unless one runs already."""
         now = await self.state()
         if now is None or now.draining:
             return now
-        params = {"handoff": ",".join(handoff_to)} if handoff_to else None
-        return await self._call("POST", params)
+        return await self._answer(self.admin.drain())
+
+    async def hand_off(self, targets: Sequence[str]) -> DrainState | None:
+        """Start a scale-down drain handing the backlog to ``targets`` (host:port), or
+        retry a failed handoff; changes nothing while one runs or after it succeeded."""
+        return await self._answer(self.admin.drain(handoff=targets))

@@ -26,11 +26,14 @@ def stuck_reason(pod: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _age(pod: Mapping[str, Any], at: datetime.datetime) -> float:
-    created = pod["metadata"].get("creationTimestamp")
-    if not created:
+def _unready_for(pod: Mapping[str, Any], at: datetime.datetime) -> float:
+    """Seconds since the pod last became not Ready (or was created)."""
+    ready: Mapping[str, Any] = next(
+        (c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
+    since = ready.get("lastTransitionTime") or pod["metadata"].get("creationTimestamp")
+    if not since:
         return 0.0
-    began = datetime.datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
+    began = datetime.datetime.strptime(since, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
     return (at - began).total_seconds()
 
 
@@ -48,8 +51,8 @@ class PodView:
     def of(cls, pod: Mapping[str, Any], never_ready_after: float, at: datetime.datetime) -> "PodView":
         ready = is_ready(pod)
         stuck = stuck_reason(pod)
-        if stuck is None and not ready and _age(pod, at) > never_ready_after:
-            stuck = f"not Ready {int(_age(pod, at))}s after it was created"
+        if stuck is None and not ready and _unready_for(pod, at) > never_ready_after:
+            stuck = f"not Ready for {int(_unready_for(pod, at))}s"
         return cls(name=pod["metadata"]["name"], ordinal=ordinal(pod), revision=Revision.of(pod), ready=ready,
                    serving=is_serving(pod), terminating=bool(pod["metadata"].get("deletionTimestamp")), stuck=stuck)
 

@@ -116,8 +116,8 @@ def plan(observed: Observed, registered: bool) -> Step:
     if not observed.applied:
         return Wait("waiting for the StatefulSets to carry the pod templates of the spec")
     for component in (observed.lookupd, observed.nsqd):
-        if (step := _stuck(component)) is not None:
-            return step
+        if (stuck := _stuck(component)) is not None:
+            return stuck
     if (step := _roll(observed.lookupd, registered, drain=False)) is not None:
         return step
     if observed.nsqd.replicas > observed.wanted_nsqd:

@@ -53,19 +53,20 @@ class Roller:
 
     # -- phases -------------------------------------------------------------------------
     async def step(self, state: RolloutStatus, retargeted: bool) -> RolloutStatus:
+        """Carry the current phase on; once it is over, take the plan's next step."""
         phases = {"Draining": self._draining, "Replacing": self._replacing, "HandingOff": self._handing_off,
                   "Removing": self._removing}
         if state.phase in phases:
-            carried = await phases[state.phase](state, retargeted)
-            if carried is not None:
-                return carried
+            state, over = await phases[state.phase](state, retargeted)
+            if not over:
+                return state
         return await self._next(state)
 
-    async def _draining(self, state: RolloutStatus, retargeted: bool) -> RolloutStatus | None:
+    async def _draining(self, state: RolloutStatus, retargeted: bool) -> tuple[RolloutStatus, bool]:
         nsqd = self.observed.nsqd
         pod = nsqd.pod(state.pod)
         if pod is None or pod.terminating or not nsqd.outdated(pod):
-            return progress.enter(state, "Replacing", f"waiting for the replacement of {state.pod}")
+            return progress.enter(state, "Replacing", f"waiting for the replacement of {state.pod}"), False
         drain: DrainState | None | NoAnswer
         try:
             drain = await self.drain_client(pod.name).state()
@@ -73,7 +74,7 @@ class Roller:
             drain = e
         if drain is None or pod.stuck or (isinstance(drain, DrainState) and drain.finished):
             await self.delete_pod(pod.name)
-            return progress.enter(state, "Replacing", f"{pod.name} drained and deleted; waiting for its replacement")
+            return progress.enter(state, "Replacing", f"{pod.name} drained and deleted; waiting for its replacement"), False
         if isinstance(drain, DrainState) and not drain.draining:  # its container restarted since
             await self.drain_client(pod.name).start()
         limit = self.cluster.spec.drain_timeout_seconds + self.rt.intervals.drain_margin
@@ -81,16 +82,16 @@ class Roller:
         if progress.seconds_in_phase(state) > limit:
             raise StopRoll(f"the drain of {pod.name} has not finished {int(progress.seconds_in_phase(state))}s "
                            f"after it began ({doing})")
-        return state.model_copy(update={"message": f"draining {pod.name}: {doing}"})
+        return state.model_copy(update={"message": f"draining {pod.name}: {doing}"}), False
 
-    async def _replacing(self, state: RolloutStatus, retargeted: bool) -> RolloutStatus | None:
+    async def _replacing(self, state: RolloutStatus, retargeted: bool) -> tuple[RolloutStatus, bool]:
         if retargeted:
-            return None  # the revision moved on while this pod came back: plan again
+            return state, True  # the revision moved on while this pod came back: plan again
         component = self.observed.component(state.component)
         pod = component.pod(state.pod)
         if pod is not None and not pod.terminating and not component.outdated(pod) and pod.ready:
             if await self.registered():
-                return state.model_copy(update={"replaced": [*state.replaced, pod.name], "error": None})
+                return state.model_copy(update={"replaced": [*state.replaced, pod.name], "error": None}), True
             message = f"waiting for {pod.name} to be registered in every nsqlookupd"
         else:
             message = f"waiting for the replacement of {state.pod} to be Ready"
@@ -98,18 +99,22 @@ class Roller:
             detail = f" ({pod.stuck})" if pod is not None and pod.stuck else ""
             raise StopRoll(f"{state.pod} is not Ready and registered {int(progress.seconds_in_phase(state))}s "
                            f"after it was replaced{detail}")
-        return state.model_copy(update={"message": message})
+        return state.model_copy(update={"message": message}), False
 
-    async def _handing_off(self, state: RolloutStatus, retargeted: bool) -> RolloutStatus | None:
+    def _targets(self) -> list[str]:
+        """The HTTP host:port of the nsqds that stay."""
+        return [http_address(self.rt.endpoints.nsqd_http(self.cluster.ref, self.observed.nsqd.pod_name(i)))
+                for i in range(self.observed.wanted_nsqd)]
+
+    async def _handing_off(self, state: RolloutStatus, retargeted: bool) -> tuple[RolloutStatus, bool]:
         nsqd = self.observed.nsqd
         pod = nsqd.pod(state.pod)
         if pod is None:
-            return None
+            return state, True
         if self.observed.wanted_nsqd > pod.ordinal:  # scaled back up meanwhile: bring it back into service
             await self.delete_pod(pod.name)
             await self.event(SCALE_DOWN, f"scale-down of {pod.name} called off; restarting it to serve again")
-            return progress.enter(state, "Replacing", f"waiting for {pod.name} to serve again",
-                                  reason=SCALE_DOWN)
+            return progress.enter(state, "Replacing", f"waiting for {pod.name} to serve again"), False
         drain: DrainState | None | NoAnswer
         try:
             drain = await self.drain_client(pod.name).state()
@@ -119,30 +124,32 @@ class Roller:
             raise StopRoll(f"{pod.name} stopped before its messages were handed off; they stay on its claim "
                            f"and it is not removed")
         if isinstance(drain, DrainState):
-            if drain.handoff is None:
-                raise StopRoll(f"{pod.name} is draining without a handoff; scaling it down would strand its messages")
-            if drain.handoff.finished:
-                if drain.handoff.error:
-                    raise StopRoll(f"scale-down of {pod.name} would strand {drain.handoff.stranded} messages: "
-                                   f"{drain.handoff.error}")
+            if drain.handoff is None:  # a plain drain (by hand?): turn it into a scale-down one
+                await self.drain_client(pod.name).hand_off(self._targets())
+            elif drain.handoff.finished and drain.handoff.error:
+                if state.error is not None:  # reported already: this pass is the retry after the backoff
+                    await self.drain_client(pod.name).hand_off(self._targets())
+                raise StopRoll(f"scale-down of {pod.name} would strand {drain.handoff.messages_left} messages: "
+                               f"{drain.handoff.error}")
+            elif drain.handoff.finished:
                 await self.rt.kube.patch("StatefulSet", self.cluster.namespace, nsqd.statefulset,
                                          {"spec": {"replicas": pod.ordinal}})
-                await self.event(SCALE_DOWN, f"{pod.name} handed its messages off; removing it")
-                return progress.enter(state, "Removing", f"waiting for {pod.name} to terminate")
+                await self.event(SCALE_DOWN, f"{pod.name} handed all its messages off; removing it")
+                return progress.enter(state, "Removing", f"waiting for {pod.name} to terminate"), False
         if progress.seconds_in_phase(state) > self.rt.intervals.handoff_timeout:
             raise StopRoll(f"the handoff of {pod.name}'s messages has not finished "
                            f"{int(progress.seconds_in_phase(state))}s after it began")
-        return state.model_copy(update={"message": f"handing off the messages of {pod.name}"})
+        return state.model_copy(update={"message": f"handing off the messages of {pod.name}"}), False
 
-    async def _removing(self, state: RolloutStatus, retargeted: bool) -> RolloutStatus | None:
+    async def _removing(self, state: RolloutStatus, retargeted: bool) -> tuple[RolloutStatus, bool]:
         nsqd = self.observed.nsqd
         pod = nsqd.pod(state.pod)
         if pod is not None and nsqd.replicas <= pod.ordinal:
-            return state.model_copy(update={"message": f"waiting for {pod.name} to terminate"})
+            return state.model_copy(update={"message": f"waiting for {pod.name} to terminate"}), False
         if pod is None and self.cluster.spec.nsqd.storage.when_scaled == "Delete" and state.pod:
             await self.rt.kube.delete("PersistentVolumeClaim", self.cluster.namespace,
                                       f"{NSQD_CLAIM_TEMPLATE}-{state.pod}")
-        return None
+        return state, True
 
     async def _next(self, state: RolloutStatus) -> RolloutStatus:
         if not has_work(self.observed):
@@ -160,9 +167,8 @@ class Roller:
         if isinstance(step, Restart):
             return await self._restart(state, step)
         assert isinstance(step, ScaleDown)
-        recipients = [http_address(self.rt.endpoints.nsqd_http(self.cluster.ref, p)) for p in step.recipients]
         try:
-            started = await self.drain_client(step.pod).start(handoff_to=recipients)
+            started = await self.drain_client(step.pod).hand_off(self._targets())
         except NoAnswer as e:
             raise StopRoll(f"{step.pod} does not answer, its messages cannot be handed off: {e}") from None
         if started is None:
