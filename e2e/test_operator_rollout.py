@@ -37,8 +37,8 @@ TOPICS = ["orders", "clicks"]
 OUR_CHANNELS = ["billing", "archive"]  # consumed by nsq_client consumers
 PYNSQ_CHANNEL = "audit"                # consumed by pynsq Readers
 NEW_IMAGE = "nsq-operator:0.2.0"
-ROLL_TIMEOUT = 60.0
-SCALE_TIMEOUT = 40.0
+ROLL_TIMEOUT = 90.0
+SCALE_TIMEOUT = 60.0
 SETTLE_TIMEOUT = 30.0
 POLL = 0.1  # how often the pod watcher lists pods (a polling period, not a synchronisation)
 
@@ -131,6 +131,15 @@ def pods_delivering(ledger: Ledger, phase: str) -> set[str]:
     return {pod_of(address.rsplit(":", 1)[0]) or address for address in ledger.deliveries_by_node(phase)}
 
 
+def acknowledged_in(ledger: Ledger, phase: str) -> int:
+    return next((p.acknowledged for p in ledger.tally().phases if p.name == phase), 0)
+
+
+def serving(ledger: Ledger, phase: str, pods: list[str]) -> Callable[[], bool]:
+    """Publishes acknowledged and every one of ``pods`` delivering during ``phase``."""
+    return lambda: pods_delivering(ledger, phase) == set(pods) and acknowledged_in(ledger, phase) > 0
+
+
 async def _create_cluster(operator: OperatorUnderTest) -> None:
     await operator.create("NsqCluster", CLUSTER, {
         "nsqd": {"replicas": 3, "options": {"msg-timeout": "10s"}},
@@ -147,7 +156,7 @@ async def _create_cluster(operator: OperatorUnderTest) -> None:
         await operator.ready("NsqChannel", name, timeout=30)
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(240)
 async def test_image_roll_then_scale_down_under_load_loses_no_acknowledged_message(
         operator: OperatorUnderTest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     await _create_cluster(operator)
@@ -169,8 +178,7 @@ async def test_image_roll_then_scale_down_under_load_loses_no_acknowledged_messa
             try:
                 await pynsq.start()
                 await load.start()
-                await until("every nsqd delivering before the roll", 20,
-                            lambda: pods_delivering(ledger, "before") == set(NSQDS))
+                await until("every nsqd serving before the roll", 20, serving(ledger, "before", NSQDS))
 
                 # -- the roll ------------------------------------------------------------------
                 ledger.begin_phase("roll")
@@ -184,8 +192,8 @@ async def test_image_roll_then_scale_down_under_load_loses_no_acknowledged_messa
                             cluster_state(operator, watch))
                 await operator.ready("NsqCluster", CLUSTER, timeout=20)
                 ledger.begin_phase("between")
-                await until("consumers back on every replaced nsqd", 20,
-                            lambda: pods_delivering(ledger, "between") == set(NSQDS))
+                await until("producers and consumers back on every replaced nsqd", 20,
+                            serving(ledger, "between", NSQDS))
                 replaced_nsqds = [p for p in watch.replaced if p in NSQDS]
 
                 # -- the scale-down --------------------------------------------------------------
@@ -201,8 +209,7 @@ async def test_image_roll_then_scale_down_under_load_loses_no_acknowledged_messa
                             cluster_state(operator, watch))
                 await operator.ready("NsqCluster", CLUSTER, timeout=20)
                 ledger.begin_phase("after")
-                await until("every remaining nsqd delivering", 20,
-                            lambda: pods_delivering(ledger, "after") == set(NSQDS[:2]))
+                await until("every remaining nsqd serving", 20, serving(ledger, "after", NSQDS[:2]))
 
                 ledger.begin_phase("settle")
                 await load.stop_publishing()
@@ -214,6 +221,7 @@ async def test_image_roll_then_scale_down_under_load_loses_no_acknowledged_messa
                 await watch.stop()
     result = summary(ledger.tally(), delivered)
     text = render(result) + f"\nnsqd pods replaced in order: {replaced_nsqds}"
+    print(text)
 
     # every nsqd pod was replaced once, highest ordinal first
     assert replaced_nsqds == [NSQDS[2], NSQDS[1], NSQDS[0]], text
