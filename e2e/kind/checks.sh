@@ -32,17 +32,24 @@ pods_on() {
 # The roller's progress, logged each time it changes.
 show_rollout() {
   local rollout
-  rollout="$(cluster_field '{.status.rollout}' 2>/dev/null || true)"
+  rollout="$(cluster_field '{.status.rollout.phase} {.status.rollout.reason} {.status.rollout.pod} {.status.rollout.message}' || true)"
   if [[ "${rollout}" != "${LAST_ROLLOUT}" ]]; then
     log "status.rollout: ${rollout:-<none>}"
     LAST_ROLLOUT="${rollout}"
   fi
 }
 
+# The roller has nothing left to do (status.rollout absent or Complete).
+rollout_complete() {
+  local phase
+  phase="$(cluster_field '{.status.rollout.phase}')"
+  [[ -z "${phase}" || "${phase}" == "Complete" ]]
+}
+
 cluster_settled_on() {
   local image="$1" nsqds="$2"
   show_rollout
-  cluster_ready && pods_on "${NSQD_SELECTOR}" "${image}" "${nsqds}" && pods_on "${LOOKUPD_SELECTOR}" "${image}" 2
+  cluster_ready && rollout_complete && pods_on "${NSQD_SELECTOR}" "${image}" "${nsqds}" && pods_on "${LOOKUPD_SELECTOR}" "${image}" 2
 }
 
 pod_gone() {
