@@ -102,7 +102,7 @@ def _ready(pod: dict[str, Any]) -> bool:
         not pod["metadata"].get("deletionTimestamp")
 
 
-async def until(what: str, timeout: float, check: Callable[[], Awaitable[bool] | bool],
+async def until(what: str, timeout: float, check: Callable[[], Awaitable[object] | object],
                 state: Callable[[], Awaitable[str]] | None = None) -> None:
     """Wait until ``check`` holds; AssertionError after ``timeout`` s, with ``state()``."""
     deadline = time.monotonic() + timeout
@@ -191,6 +191,12 @@ async def test_image_roll_then_scale_down_under_load_loses_no_acknowledged_messa
                 await until("every pod replaced by one running the new image", ROLL_TIMEOUT, rolled,
                             cluster_state(operator, watch))
                 await operator.ready("NsqCluster", CLUSTER, timeout=20)
+
+                async def roll_recorded() -> dict[str, Any] | None:
+                    rollout = ((await operator.get("NsqCluster", CLUSTER)) or {}).get("status", {}).get("rollout")
+                    return rollout if rollout and rollout.get("phase") == "Complete" else None
+                await until("status.rollout Complete", 20, roll_recorded, cluster_state(operator, watch))
+                recorded = [p for p in (await roll_recorded() or {}).get("replaced", []) if p in NSQDS]
                 ledger.begin_phase("between")
                 await until("producers and consumers back on every replaced nsqd", 20,
                             serving(ledger, "between", NSQDS))
@@ -223,8 +229,9 @@ async def test_image_roll_then_scale_down_under_load_loses_no_acknowledged_messa
     text = render(result) + f"\nnsqd pods replaced in order: {replaced_nsqds}"
     print(text)
 
-    # every nsqd pod was replaced once, highest ordinal first
+    # every nsqd pod was replaced once, highest ordinal first, and the operator's status says so
     assert replaced_nsqds == [NSQDS[2], NSQDS[1], NSQDS[0]], text
+    assert recorded == replaced_nsqds, f"status.rollout.replaced: {recorded}"
     phases = {p["name"]: p for p in result["phases"]}
     assert all(phases[name]["acknowledged"] > 0 for name in ("before", "roll", "between", "scale", "after")), text
     # every acknowledged message reached every channel, ours and pynsq's
