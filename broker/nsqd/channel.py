@@ -6,6 +6,10 @@ delay and DPUB park messages in the deferred queue. Delivery is pushed: whenever
 message or a consumer's capacity appears, ``pump`` hands messages to ready consumers in
 turn.
 
+The memory deque holds fresh messages as their bare payloads (shared with the topic's
+other channels) and only messages with state of their own (requeued, timed out, read
+from a durable queue) as ``Message``; a payload becomes a ``Message`` when delivered.
+
 Durable mode (a ``DurableDiskQueue`` backend): new messages, deferred ones included, go
 straight to disk; a message read from disk keeps its entry's token while it is in
 flight, requeued (in memory) or deferred, and the entry is acknowledged only at FIN.
@@ -19,7 +23,7 @@ import logging
 import random
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from nsq_protocol.names import is_ephemeral
 
@@ -27,7 +31,7 @@ from .backend import Backend
 from .deferrals import DeferralStore
 from .durable_queue import DurableDiskQueue
 from .e2e_latency import LatencyWindow
-from .message import MAX_ATTEMPTS, Message
+from .message import MAX_ATTEMPTS, Message, Payload, check_payload, item_payload, payload_attempts
 from .pqueue import DeferredQueue, InFlightQueue
 
 if TYPE_CHECKING:
@@ -56,7 +60,7 @@ class Channel:
         self.max_msg_timeout = max_msg_timeout
         self._on_ephemeral_empty = on_ephemeral_empty
 
-        self.memory: deque[Message] = deque()
+        self.memory: deque[Payload | Message] = deque()
         self.in_flight = InFlightQueue()
         self.deferred = DeferredQueue()
         self.clients: dict[int, ClientConn] = {}
@@ -77,9 +81,19 @@ class Channel:
     def depth(self) -> int:
         return len(self.memory) + self.backend.depth
 
-    def put(self, msg: Message) -> None:
+    def put(self, item: Payload | Message) -> None:
         self.message_count += 1
-        self._enqueue(msg)
+        self._enqueue(item)
+        self._schedule_pump()
+
+    def put_payloads(self, payloads: list[Payload]) -> None:
+        """An MPUB's fresh messages, in order."""
+        self.message_count += len(payloads)
+        if self._durable is None and len(self.memory) + len(payloads) <= self.mem_queue_size:
+            self.memory.extend(payloads)
+        else:
+            for payload in payloads:
+                self._enqueue(payload)
         self._schedule_pump()
 
     def _schedule_pump(self) -> None:
@@ -102,22 +116,29 @@ class Channel:
         else:
             self.deferred.push(msg, time.monotonic() + delay)
 
-    def _enqueue(self, msg: Message) -> None:
-        # a message read from a durable queue is still on disk: it stays in memory
-        if msg.disk_token is not None or len(self.memory) < self.mem_queue_size:
-            self.memory.append(msg)
+    def _enqueue(self, item: Payload | Message) -> None:
+        if len(self.memory) < self.mem_queue_size:
+            self.memory.append(item)
+        elif item.__class__ is Message and item.disk_token is not None:  # type: ignore[union-attr]
+            self.memory.append(item)  # read from a durable queue: still on disk, stays in memory
         else:
-            self.backend.put(msg.encode())
+            self.backend.put(item_payload(item))
 
     def _next_message(self) -> Message | None:
         backend = self.backend
         if self.memory and not (self._from_backend and backend.depth):
             self._from_backend = True
-            return self.memory.popleft()
-        self._from_backend = False
-        if backend.depth:
+            item = self.memory.popleft()
+        elif backend.depth:
+            self._from_backend = False
             return self._read_backend()
-        return self.memory.popleft() if self.memory else None
+        elif self.memory:
+            item = self.memory.popleft()
+        else:
+            return None
+        if item.__class__ is Message:
+            return item  # type: ignore[return-value]
+        return Message(item, payload_attempts(item))  # type: ignore[arg-type]
 
     def _read_backend(self) -> Message | None:
         """The next message from disk; None when there is none to deliver right now (it
@@ -134,7 +155,7 @@ class Channel:
             if data is None:
                 return None
         try:
-            msg = Message.decode(data)
+            msg = Message.from_payload(check_payload(data))
         except Exception as e:  # a corrupt entry must not stop delivery
             log.error("CHANNEL(%s:%s): dropping undecodable message from disk: %s",
                       self.topic_name, self.name, e)
@@ -164,38 +185,53 @@ class Channel:
             self._on_ephemeral_empty(self)
 
     def pump(self) -> None:
-        """Hand queued messages to consumers with spare RDY, one each in turn."""
+        """Hand queued messages to consumers with spare RDY, one each in turn (a lone
+        consumer takes all it has room for at once), then flush what they were sent."""
         if self.paused or self.exiting:
             return
         rotation = self._rotation
         n = len(rotation)
         if not n:
             return
+        memory, backend = self.memory, self.backend
+        now = time.monotonic()
         idle = 0
         i = self._next
-        while idle < n and (self.memory or self.backend.depth):
+        sent = False
+        while idle < n and (memory or backend.depth):
             client = rotation[i % n]
             i += 1
-            if not client.ready_for_message():
+            spare = client.spare_ready()
+            if spare <= 0:
                 idle += 1
                 continue
             idle = 0
+            sent = True
+            self._deliver(client, spare if n == 1 else 1, now)
+        self._next = i % n
+        if sent:
+            for client in rotation:
+                client.flush()
+
+    def _deliver(self, client: "ClientConn", count: int, now: float) -> None:
+        """Up to ``count`` queued messages to ``client``."""
+        in_flight, memory, backend = self.in_flight, self.memory, self.backend
+        timeout = client.msg_timeout
+        deadline = now + timeout
+        client_id, sample_rate = client.id, client.sample_rate
+        while count > 0 and (memory or backend.depth):
             msg = self._next_message()
             if msg is None:
                 continue
-            self._deliver(client, msg)
-        self._next = i % n if n else 0
-
-    def _deliver(self, client: "ClientConn", msg: Message) -> None:
-        if client.sample_rate and random.randrange(100) >= client.sample_rate:
-            return  # sampled out: this consumer's channel skips the message
-        if msg.attempts < MAX_ATTEMPTS:
-            msg.attempts += 1
-        now = time.monotonic()
-        msg.client_id = client.id
-        msg.delivered_at = now
-        self.in_flight.push(msg, now + client.msg_timeout, client.msg_timeout)
-        client.send_message(msg)
+            if sample_rate and random.randrange(100) >= sample_rate:
+                continue  # sampled out: this consumer's channel skips the message
+            count -= 1
+            if msg.attempts < MAX_ATTEMPTS:
+                msg.attempts += 1
+            msg.client_id = client_id
+            msg.delivered_at = now
+            in_flight.push(msg, deadline, timeout)
+            client.send_message(msg)
 
     # -- FIN / REQ / TOUCH ----------------------------------------------------
     def _owned(self, client_id: int, msg_id: bytes) -> Message:
@@ -209,13 +245,29 @@ class Channel:
     def finish(self, client_id: int, msg_id: bytes) -> Message:
         msg = self._owned(client_id, msg_id)
         self.in_flight.remove(msg_id)
-        if msg.disk_token is not None and self._durable is not None:
-            self._durable.ack(msg.disk_token)
-        if self.deferrals is not None:
-            self.deferrals.forget(msg_id)
-        if self.e2e_latency is not None:
-            self.e2e_latency.add(time.time() - msg.timestamp / 1e9)
+        self._finished((msg,))
         return msg
+
+    def finish_many(self, client_id: int, msg_ids: list[bytes]) -> tuple[int, list[tuple[bytes, str]]]:
+        """FIN of a batch: how many were finished, and the IDs refused with the reason."""
+        done, refused = self.in_flight.remove_owned(msg_ids, client_id)
+        if done:
+            self._finished(done)
+        return len(done), refused
+
+    def _finished(self, msgs: "Iterable[Message]") -> None:
+        durable, deferrals, latency = self._durable, self.deferrals, self.e2e_latency
+        if durable is not None:
+            for msg in msgs:
+                if msg.disk_token is not None:
+                    durable.ack(msg.disk_token)
+        if deferrals is not None and len(deferrals):  # only DPUB and REQ with a delay record any
+            for msg in msgs:
+                deferrals.forget(msg.id)
+        if latency is not None:
+            now = time.time()
+            for msg in msgs:
+                latency.add(now - msg.timestamp / 1e9)
 
     def requeue(self, client_id: int, msg_id: bytes, delay: float) -> None:
         msg = self._owned(client_id, msg_id)
@@ -286,9 +338,10 @@ class Channel:
         at the end and everything read is committed, so a clean restart brings back each
         message once."""
         self.exiting = True
-        pending = list(self.memory)
+        pending: list[Payload | Message] = list(self.memory)
         self.memory.clear()
-        pending += sorted(self.in_flight.clear(), key=lambda m: m.delivered_at)
+        in_flight = sorted(self.in_flight.clear(), key=lambda m: m.delivered_at)
+        pending += in_flight
         deferred = sorted(self.deferred.clear(), key=lambda m: m.deadline)
         if deferred and self.deferrals is not None:
             wall_now, now = time.time(), time.monotonic()
@@ -297,7 +350,7 @@ class Channel:
         pending += deferred
         try:
             if pending:
-                self.backend.put_many([m.encode() for m in pending])
+                self.backend.put_many([item_payload(m) for m in pending])
             if self._durable is not None:
                 self._durable.ack_all_read()
         finally:

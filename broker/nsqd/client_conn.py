@@ -1,5 +1,10 @@
 """One client connection's state: what it negotiated, its RDY and in-flight counts, and
-its output buffer (writes made in one event-loop turn leave in one socket write)."""
+its output buffer.
+
+Frames collect in one bytearray and leave in one socket write when it reaches
+--output-buffer-size, when the work that wrote them is done (the end of a received batch
+of commands or of a channel's pump), or at the latest on the next loop turn, which is
+sooner than --output-buffer-timeout ever asks."""
 from __future__ import annotations
 
 import asyncio
@@ -7,8 +12,9 @@ import time
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
-from nsq_protocol.frames import FRAME_HEADER
-from nsq_protocol.message import encode_message_frame
+from nsq_protocol.frames import FRAME_HEADER, FRAME_MESSAGE
+
+from .message import ATTEMPTS
 
 from .compression import StreamCodec
 
@@ -16,6 +22,9 @@ if TYPE_CHECKING:
     from .auth import AuthState
     from .channel import Channel
     from .message import Message
+
+
+_ATTEMPTS_IN_FRAME = FRAME_HEADER.size + 8  # after the frame header and the timestamp
 
 
 class ClientState(IntEnum):
@@ -68,17 +77,16 @@ class ClientConn:
         self.codec: StreamCodec | None = None
         self.write_paused = False
         self.closed = False
-        self._out: list[bytes] = []
-        self._out_size = 0
+        self._out = bytearray()
         self._flush_handle: asyncio.Handle | None = None
 
     # -- output ---------------------------------------------------------------
     def write(self, data: bytes) -> None:
         if self.closed:
             return
-        self._out.append(data)
-        self._out_size += len(data)
-        if self._out_size >= self.output_buffer_size:
+        out = self._out
+        out += data
+        if len(out) >= self.output_buffer_size:
             self.flush()
         elif self._flush_handle is None:
             self._flush_handle = asyncio.get_running_loop().call_soon(self.flush)
@@ -92,26 +100,43 @@ class ClientConn:
             self._flush_handle = None
         if not self._out or self.closed:
             return
-        data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
-        self._out.clear()
-        self._out_size = 0
+        # the transport may keep the buffer until the socket takes it: hand it over whole
+        data: bytes | bytearray = self._out
+        self._out = bytearray()
         if self.codec is not None:
-            data = self.codec.encode(data)
+            data = self.codec.encode(bytes(data))
         self.transport.write(data)
 
     def send_message(self, msg: "Message") -> None:
+        """A message frame: the payload as queued, with the attempts of this delivery."""
         self.in_flight_count += 1
         self.message_count += 1
-        self.write(encode_message_frame(msg.id, msg.timestamp, msg.attempts, msg.body))
+        if self.closed:
+            return
+        out = self._out
+        start = len(out)
+        payload = msg.payload
+        out += FRAME_HEADER.pack(len(payload) + 4, FRAME_MESSAGE)
+        out += payload
+        ATTEMPTS.pack_into(out, start + _ATTEMPTS_IN_FRAME, msg.attempts)
+        if len(out) >= self.output_buffer_size:
+            self.flush()
+        elif self._flush_handle is None:
+            self._flush_handle = asyncio.get_running_loop().call_soon(self.flush)
+
+    def spare_ready(self) -> int:
+        """How many more messages this client may be sent now."""
+        if self.state != ClientState.SUBSCRIBED or self.write_paused:
+            return 0
+        return self.ready_count - self.in_flight_count
 
     # -- flow control ---------------------------------------------------------
-    def ready_for_message(self) -> bool:
-        return (self.state == ClientState.SUBSCRIBED and self.in_flight_count < self.ready_count
-                and not self.write_paused)
-
     def finished_message(self) -> None:
-        self.finish_count += 1
-        self.in_flight_count = max(0, self.in_flight_count - 1)
+        self.finished_messages(1)
+
+    def finished_messages(self, count: int) -> None:
+        self.finish_count += count
+        self.in_flight_count = max(0, self.in_flight_count - count)
 
     def requeued_message(self) -> None:
         self.requeue_count += 1

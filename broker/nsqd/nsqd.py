@@ -17,6 +17,7 @@ from nsq_protocol import errors as E
 from nsq_protocol.commands import CommandLimits
 from nsq_protocol.errors import ProtocolError
 from nsq_protocol.identify import ServerLimits
+from nsq_protocol.message import MESSAGE_HEADER
 from nsq_protocol.names import is_ephemeral
 
 from . import __version__, metadata, statsd
@@ -33,7 +34,7 @@ from .group_commit import GroupCommitter, Syncable
 from .guid import GuidFactory
 from .http_api import HttpApi
 from .lookup import LookupdPeers
-from .message import MESSAGE_OVERHEAD, Message
+from .message import MESSAGE_OVERHEAD, Message, Payload, encode_payload
 from .options import NsqdOptions
 from .queue_scan import QueueScanner
 from .tls import peer_common_name, server_context
@@ -117,11 +118,15 @@ class NSQD:
         self.clients.pop(client_id, None)
 
     def new_message(self, body: bytes) -> Message:
-        return Message(self._guid.next_id(), body)
+        return Message.create(self._guid.next_id(), body)
 
-    def new_messages(self, bodies: Sequence[bytes]) -> list[Message]:
-        now = time.time_ns()
-        return [Message(msg_id, body, now) for msg_id, body in zip(self._guid.next_ids(len(bodies)), bodies)]
+    def new_payload(self, body: bytes) -> Payload:
+        return encode_payload(self._guid.next_id(), body, time.time_ns())
+
+    def new_payloads(self, bodies: Sequence[bytes]) -> list[Payload]:
+        """An MPUB's messages: IDs and timestamp taken in one batch, encoded at once."""
+        head, join = MESSAGE_HEADER.pack(time.time_ns(), 0), b"".join
+        return [join((head, msg_id, body)) for msg_id, body in zip(self._guid.next_ids(len(bodies)), bodies)]
 
     # -- topics and channels --------------------------------------------------
     def _backend(self, name: str, ephemeral: bool) -> Backend:

@@ -1,10 +1,11 @@
 """The in-flight and deferred priority queues of a channel.
 
 In flight: a message's deadline is "now + its client's msg_timeout", so messages that
-share a timeout arrive in deadline order. One FIFO (an OrderedDict) per distinct timeout
-is therefore a priority queue with O(1) push, remove by ID and TOUCH (move to the end),
-where a heap would need O(log n) Python-level work on every FIN. The rare deadline that
-breaks the order (a TOUCH capped by --max-msg-timeout) goes to a small heap instead.
+share a timeout arrive in deadline order. One FIFO (a dict, which keeps insertion order)
+per distinct timeout is therefore a priority queue with O(1) push, remove by ID and
+TOUCH (delete and insert again at the end), where a heap would need O(log n)
+Python-level work on every FIN. The rare deadline that breaks the order (a TOUCH capped
+by --max-msg-timeout) goes to a small heap instead.
 
 Deferred: REQ delays and DPUB defers are arbitrary, so a heap; nothing is removed from it
 except by popping.
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections import OrderedDict
+from typing import Collection, Iterable
 
 from .message import Message
 
@@ -23,7 +24,7 @@ class InFlightQueue:
 
     def __init__(self) -> None:
         self._by_id: dict[bytes, Message] = {}
-        self._fifos: dict[float, OrderedDict[bytes, Message]] = {}
+        self._fifos: dict[float, dict[bytes, Message]] = {}
         self._irregular: list[tuple[float, bytes]] = []
 
     def __len__(self) -> int:
@@ -38,13 +39,17 @@ class InFlightQueue:
     def messages(self) -> list[Message]:
         return list(self._by_id.values())
 
+    def ids(self) -> Collection[bytes]:
+        """The IDs in flight, as a live view."""
+        return self._by_id.keys()
+
     def push(self, msg: Message, deadline: float, timeout: float) -> None:
         """Add a message whose deadline is ``now + timeout``."""
         msg.deadline = deadline
         self._by_id[msg.id] = msg
         fifo = self._fifos.get(timeout)
         if fifo is None:
-            fifo = self._fifos[timeout] = OrderedDict()
+            fifo = self._fifos[timeout] = {}
         fifo[msg.id] = msg
         msg.fifo = timeout
 
@@ -53,6 +58,25 @@ class InFlightQueue:
         if msg is not None and msg.fifo is not None:
             del self._fifos[msg.fifo][msg_id]
         return msg
+
+    def remove_owned(self, msg_ids: Iterable[bytes], owner: int) -> tuple[list[Message], list[tuple[bytes, str]]]:
+        """FIN of a batch: remove the messages ``owner`` holds; the others are refused
+        with the reason, in order."""
+        by_id, fifos = self._by_id, self._fifos
+        removed: list[Message] = []
+        refused: list[tuple[bytes, str]] = []
+        for msg_id in msg_ids:
+            msg = by_id.get(msg_id)
+            if msg is None:
+                refused.append((msg_id, "ID not in flight"))
+            elif msg.client_id != owner:
+                refused.append((msg_id, "client does not own message"))
+            else:
+                del by_id[msg_id]
+                if msg.fifo is not None:
+                    del fifos[msg.fifo][msg_id]
+                removed.append(msg)
+        return removed, refused
 
     def retime(self, msg: Message, deadline: float, timeout: float, in_order: bool) -> None:
         """Give an in-flight message a new deadline (TOUCH). ``in_order``: the deadline is
@@ -68,14 +92,17 @@ class InFlightQueue:
 
     def pop_expired(self, now: float, limit: int = 1 << 30) -> list[Message]:
         expired: list[Message] = []
+        by_id = self._by_id
         for fifo in self._fifos.values():
-            while fifo and len(expired) < limit:
-                msg_id, msg = next(iter(fifo.items()))
-                if msg.deadline > now:
+            due: list[Message] = []
+            for queued in fifo.values():  # one pass: deadlines only grow along a FIFO
+                if queued.deadline > now or len(expired) + len(due) >= limit:
                     break
-                fifo.popitem(last=False)
-                del self._by_id[msg_id]
-                expired.append(msg)
+                due.append(queued)
+            for queued in due:
+                del fifo[queued.id]
+                del by_id[queued.id]
+            expired += due
         heap = self._irregular
         while heap and heap[0][0] <= now and len(expired) < limit:
             deadline, msg_id = heapq.heappop(heap)

@@ -4,6 +4,11 @@ Bytes go through the (possibly compressed) stream into a sans-IO CommandDecoder;
 command runs to completion before the next is decoded. A handler that must wait (AUTH
 asks an HTTP server) returns an awaitable, and decoding resumes when it is done.
 Errors are sent as error frames; fatal ones close the connection after the frame.
+
+A consumer's stream is mostly FINs: a run of them is taken from the buffer in one go and
+finished as a batch, and whatever the received commands freed up (FIN, REQ, RDY) is
+refilled by one pump of the channel after the batch; the answers to a batch leave in
+one write.
 """
 from __future__ import annotations
 
@@ -15,7 +20,14 @@ from typing import TYPE_CHECKING, Awaitable, Callable, Sequence
 
 from nsq_protocol import CLOSE_WAIT, HEARTBEAT, MAGIC_V2, OK
 from nsq_protocol import errors as E
-from nsq_protocol.commands import Command, CommandDecoder, check_sub_params, parse_base10, parse_message_id
+from nsq_protocol.commands import (
+    FIN_LINE_LENGTH,
+    Command,
+    CommandDecoder,
+    check_sub_params,
+    parse_base10,
+    parse_message_id,
+)
 from nsq_protocol.errors import ProtocolError
 from nsq_protocol.frames import FRAME_ERROR, FRAME_RESPONSE, encode_frame
 from nsq_protocol.identify import IdentifyRequest, Negotiated, negotiate
@@ -44,6 +56,7 @@ class V2Protocol(asyncio.Protocol):
         self._magic = b""
         self._decoder = CommandDecoder(nsqd.command_limits, before_body=self._before_body)
         self._busy = False  # an awaitable handler is running; decoding waits
+        self._pump_due = False  # the commands processed freed RDY capacity
         self._dead = False
         self._last_read = time.monotonic()
         self._heartbeat: asyncio.TimerHandle | None = None
@@ -158,11 +171,17 @@ class V2Protocol(asyncio.Protocol):
     def _process(self) -> None:
         client = self.client
         assert client is not None
+        decoder = self._decoder
         while not self._busy and not self._dead:
+            channel = client.channel  # set only by a SUB that passed every check
+            if channel is not None and decoder.buffered >= FIN_LINE_LENGTH:
+                fins = decoder.take_fins(channel.in_flight.ids())
+                if fins:
+                    self._finish_batch(fins)
             try:
-                cmd = self._decoder.next_command()
+                cmd = decoder.next_command()
                 if cmd is None:
-                    return
+                    break
                 result = self._exec(cmd)
             except ProtocolError as err:
                 self._send_error(err)
@@ -177,6 +196,20 @@ class V2Protocol(asyncio.Protocol):
             if self.transport is not None:
                 self.transport.pause_reading()
             asyncio.ensure_future(self._finish_async(result))
+        if self._pump_due and client.channel is not None:
+            self._pump_due = False
+            client.channel.pump()
+        client.flush()
+
+    def _finish_batch(self, msg_ids: list[bytes]) -> None:
+        client = self.client
+        assert client is not None and client.channel is not None
+        finished, refused = client.channel.finish_many(client.id, msg_ids)
+        if finished:
+            client.finished_messages(finished)
+            self._pump_due = True
+        for msg_id, reason in refused:
+            self._send_error(ProtocolError(E.E_FIN_FAILED, f"FIN {msg_id.decode()} failed {reason}"))
 
     async def _finish_async(self, pending: Awaitable[bytes | None]) -> None:
         client = self.client
@@ -376,8 +409,7 @@ class V2Protocol(asyncio.Protocol):
         if count > max_rdy:
             raise ProtocolError(E.E_INVALID, f"RDY count {count} out of range 0-{max_rdy}")
         client.ready_count = count
-        if client.channel is not None:
-            client.channel.pump()
+        self._pump_due = True
         return None
 
     def _in_flight_state(self, name: str, cmd: Command, needed: int) -> bytes:
@@ -398,7 +430,7 @@ class V2Protocol(asyncio.Protocol):
         except ChannelError as e:
             raise ProtocolError(E.E_FIN_FAILED, f"FIN {msg_id.decode()} failed {e}") from None
         client.finished_message()
-        client.channel.pump()
+        self._pump_due = True
         return None
 
     def _req(self, cmd: Command) -> Response:
@@ -419,7 +451,7 @@ class V2Protocol(asyncio.Protocol):
         except ChannelError as e:
             raise ProtocolError(E.E_REQ_FAILED, f"REQ {msg_id.decode()} failed {e}") from None
         client.requeued_message()
-        client.channel.pump()
+        self._pump_due = True
         return None
 
     def _touch(self, cmd: Command) -> Response:
@@ -452,27 +484,28 @@ class V2Protocol(asyncio.Protocol):
     def _publish(self, command: str, topic_name: str, bodies: Sequence[bytes], defer: float) -> Response:
         client = self.client
         assert client is not None
-        code = getattr(E, f"E_{command}_FAILED")
-        if self.nsqd.drain.refuses_publishes:
-            raise ProtocolError(code, f"{command} failed: draining")
-        topic = self.nsqd.get_topic(topic_name)
-        if topic.exiting or self.nsqd.exiting:
-            raise ProtocolError(code, f"{command} failed: exiting")
+        nsqd = self.nsqd
+        if nsqd.drain.refuses_publishes:
+            raise ProtocolError(_failed(command), f"{command} failed: draining")
+        topic = nsqd.get_topic(topic_name)
+        if topic.exiting or nsqd.exiting:
+            raise ProtocolError(_failed(command), f"{command} failed: exiting")
         try:
-            if len(bodies) == 1:
-                msg = self.nsqd.new_message(bodies[0])
+            if defer > 0:
+                msg = nsqd.new_message(bodies[0])
                 msg.defer = defer
                 topic.put(msg)
-            else:  # MPUB: DPUB has one body, so nothing here is deferred
-                for msg in self.nsqd.new_messages(bodies):
-                    topic.put(msg)
+            elif len(bodies) == 1:
+                topic.put(nsqd.new_payload(bodies[0]))
+            else:
+                topic.put_payloads(nsqd.new_payloads(bodies))
         except DiskQueueError as e:
-            raise ProtocolError(code, f"{command} failed {e}") from None
+            raise ProtocolError(_failed(command), f"{command} failed {e}") from None
         client.published(topic_name, len(bodies))
-        synced = self.nsqd.durable_barrier()
+        synced = nsqd.durable_barrier()
         if synced is None:
             return OK
-        return self._ok_once_synced(command, code, synced)
+        return self._ok_once_synced(command, _failed(command), synced)
 
     async def _ok_once_synced(self, command: str, code: str, synced: Awaitable[None]) -> bytes:
         """Durable mode: OK only once the messages are fsynced (the next group commit)."""
@@ -499,3 +532,8 @@ class V2Protocol(asyncio.Protocol):
         assert cmd.body is not None
         body, topic, defer = cmd.body, cmd.topic, cmd.defer_ms / 1000
         return self._after_auth("DPUB", topic, "", lambda: self._publish("DPUB", topic, (body,), defer))
+
+
+def _failed(command: str) -> str:
+    """PUB -> E_PUB_FAILED, and so on."""
+    return getattr(E, f"E_{command}_FAILED")

@@ -5,6 +5,9 @@ asks lookupd which channels to create), messages wait in the topic's own queue (
 then backend) and flow to the channels once they can. A deferred message (DPUB) that
 waits in the backend has its due time in ``deferrals``.
 
+A message is queued and handed to channels as its bare payload (one ``bytes`` shared by
+every channel); only a deferred one (DPUB) is a ``Message``, which carries its delay.
+
 Durable mode (a ``DurableDiskQueue`` backend, no memory queue): an entry read from the
 topic's queue is acknowledged as soon as it has been appended to every channel's queue;
 the group committer makes those appends durable before it persists that progress.
@@ -23,7 +26,7 @@ from .backend import Backend
 from .channel import Channel
 from .deferrals import DeferralStore
 from .durable_queue import DurableDiskQueue
-from .message import Message
+from .message import ID_SLICE, MESSAGE_OVERHEAD, Message, Payload, check_payload, item_payload
 
 log = logging.getLogger("nsqd")
 
@@ -51,7 +54,7 @@ class Topic:
         self._on_ephemeral_empty = on_ephemeral_empty
 
         self.channels: dict[str, Channel] = {}
-        self.memory: deque[Message] = deque()
+        self.memory: deque[Payload | Message] = deque()
         self.paused = False
         self.started = False
         self.exiting = False
@@ -64,39 +67,56 @@ class Topic:
         return len(self.memory) + self.backend.depth
 
     # -- publishing -----------------------------------------------------------
-    def put(self, msg: Message) -> None:
+    def put(self, item: Payload | Message) -> None:
+        """One message: a fresh payload, or a ``Message`` (deferred when its ``defer`` is set)."""
         self.message_count += 1
-        self.message_bytes += len(msg.body)
+        self.message_bytes += len(item.payload if item.__class__ is Message else item) - MESSAGE_OVERHEAD  # type: ignore[union-attr,arg-type]
         if self._flowing() and not self.memory and not self.backend.depth:
-            self._fan_out(msg)
+            self._fan_out(item)
         else:
-            self._enqueue(msg)
+            self._enqueue(item)
             self._schedule_flush()
 
-    def put_many(self, msgs: Iterable[Message]) -> None:
-        for msg in msgs:
-            self.put(msg)
+    def put_many(self, items: Iterable[Payload | Message]) -> None:
+        for item in items:
+            self.put(item)
+
+    def put_payloads(self, payloads: list[Payload]) -> None:
+        """An MPUB's fresh messages: every channel takes the batch at once."""
+        self.message_count += len(payloads)
+        self.message_bytes += sum(map(len, payloads)) - MESSAGE_OVERHEAD * len(payloads)
+        if self._flowing() and not self.memory and not self.backend.depth:
+            for channel in list(self.channels.values()):
+                channel.put_payloads(payloads)
+        else:
+            for payload in payloads:
+                self._enqueue(payload)
+            self._schedule_flush()
 
     def _flowing(self) -> bool:
         return self.started and not self.paused and not self.exiting and bool(self.channels)
 
-    def _enqueue(self, msg: Message) -> None:
+    def _enqueue(self, item: Payload | Message) -> None:
         if len(self.memory) < self.mem_queue_size:
-            self.memory.append(msg)
-        else:
-            if msg.defer > 0 and self.deferrals is not None:
-                self.deferrals.record(msg.id, time.time() + msg.defer)
-            self.backend.put(msg.encode())
+            self.memory.append(item)
+            return
+        if item.__class__ is Message and item.defer > 0 and self.deferrals is not None:  # type: ignore[union-attr]
+            self.deferrals.record(item.id, time.time() + item.defer)  # type: ignore[union-attr]
+        self.backend.put(item_payload(item))
 
-    def _fan_out(self, msg: Message) -> None:
-        first = True
-        for channel in list(self.channels.values()):
-            copy = msg if first else msg.copy()
-            first = False
-            if msg.defer > 0:
-                channel.put_deferred(copy, msg.defer)
-            else:
-                channel.put(copy)
+    def _fan_out(self, item: Payload | Message) -> None:
+        channels = list(self.channels.values())
+        if item.__class__ is not Message:
+            for channel in channels:
+                channel.put(item)
+            return
+        msg: Message = item  # type: ignore[assignment]
+        if msg.defer <= 0:
+            for channel in channels:
+                channel.put(msg.encode())
+            return
+        for i, channel in enumerate(channels):
+            channel.put_deferred(msg if i == 0 else msg.copy(), msg.defer)
 
     def _schedule_flush(self) -> None:
         if self._flush_scheduled or not self._flowing():
@@ -109,18 +129,20 @@ class Topic:
         self._flush_scheduled = False
         moved = 0
         while moved < FLUSH_BATCH and self._flowing():
-            msg = self._next_queued()
-            if msg is None:
+            queued = self._next_queued()
+            if queued is None:
                 return
-            token, msg.disk_token = msg.disk_token, None
-            self._fan_out(msg)
+            item, token = queued
+            self._fan_out(item)
             if token is not None and self._durable is not None:
                 self._durable.ack(token)
             moved += 1
         if self.depth:
             self._schedule_flush()
 
-    def _next_queued(self) -> Message | None:
+    def _next_queued(self) -> tuple[Payload | Message, int | None] | None:
+        """The next queued message and, in durable mode, the entry to acknowledge once
+        the channels have it."""
         # the backend holds what overflowed earlier, so it goes first
         durable = self._durable
         while self.backend.depth:
@@ -135,18 +157,24 @@ class Topic:
                 if data is None:
                     break
             try:
-                msg = Message.decode(data)
+                payload = check_payload(data)
             except Exception as e:
                 log.error("TOPIC(%s): dropping undecodable message from disk: %s", self.name, e)
                 if durable is not None and token is not None:
                     durable.ack(token)
                 continue
-            msg.disk_token = token
             if self.deferrals is not None:
-                msg.defer = self.deferrals.remaining(msg.id)
-                self.deferrals.forget(msg.id)
-            return msg
-        return self.memory.popleft() if self.memory else None
+                msg_id = payload[ID_SLICE]
+                defer = self.deferrals.remaining(msg_id)
+                if defer > 0:
+                    self.deferrals.forget(msg_id)
+                    msg = Message.from_payload(payload)
+                    msg.defer = defer
+                    return msg, token
+            return payload, token
+        if self.memory:
+            return self.memory.popleft(), None
+        return None
 
     # -- lifecycle -------------------------------------------------------------
     def start(self) -> None:
@@ -196,10 +224,10 @@ class Topic:
             if pending:
                 if self.deferrals is not None:
                     now = time.time()
-                    for msg in pending:
-                        if msg.defer > 0:
-                            self.deferrals.record(msg.id, now + msg.defer)
-                self.backend.put_many([m.encode() for m in pending])
+                    for item in pending:
+                        if item.__class__ is Message and item.defer > 0:  # type: ignore[union-attr]
+                            self.deferrals.record(item.id, now + item.defer)  # type: ignore[union-attr]
+                self.backend.put_many([item_payload(item) for item in pending])
                 written += len(pending)
         finally:
             if self.deferrals is not None:

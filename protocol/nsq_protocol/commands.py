@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import struct
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Container, Iterable, Sequence
 
 from .errors import (
     E_BAD_BODY,
@@ -122,31 +122,37 @@ def parse_mpub_body(body: bytes | memoryview, max_msg_size: int,
     With ``max_body_size``, a count that could not fit in a body that big (each message
     takes at least 5 bytes after the 4-byte count) is ``E_BAD_BODY``, as in nsqd.
     """
-    view = memoryview(body)
-    if len(view) < 4:
+    if type(body) is not bytes:  # slices of an immutable bytes are the only copies made
+        body = bytes(body)
+    if len(body) < 4:
         raise ProtocolError(E_BAD_BODY, "MPUB failed to read message count")
-    (count,) = _SIZE.unpack_from(view, 0)
+    (count,) = _SIZE.unpack_from(body, 0)
     max_count = (max_body_size - 4) // 5 if max_body_size is not None else count
     if count <= 0 or count > max_count:
         raise ProtocolError(E_BAD_BODY, f"MPUB invalid message count {count}")
-    pos, end = 4, len(view)
+    pos, end = 4, len(body)
     bodies: list[bytes] = []
+    append, unpack_size = bodies.append, _SIZE.unpack_from
     for i in range(count):
         if end - pos < 4:
             raise ProtocolError(E_BAD_MESSAGE, f"MPUB failed to read message({i}) body size")
-        (size,) = _SIZE.unpack_from(view, pos)
+        (size,) = unpack_size(body, pos)
         pos += 4
-        if size <= 0:
-            raise ProtocolError(E_BAD_MESSAGE, f"MPUB invalid message({i}) body size {size}")
-        if size > max_msg_size:
-            raise ProtocolError(E_BAD_MESSAGE, f"MPUB message too big {size} > {max_msg_size}")
-        if end - pos < size:
-            raise ProtocolError(E_BAD_MESSAGE, "MPUB failed to read message body")
-        bodies.append(bytes(view[pos:pos + size]))
+        if not 0 < size <= max_msg_size or end - pos < size:
+            _refuse_mpub_message(i, size, max_msg_size)
+        append(body[pos:pos + size])
         pos += size
     if pos != end:
         raise ProtocolError(E_BAD_BODY, f"MPUB body has {end - pos} bytes after its {count} messages")
     return bodies
+
+
+def _refuse_mpub_message(index: int, size: int, max_msg_size: int) -> None:
+    if size <= 0:
+        raise ProtocolError(E_BAD_MESSAGE, f"MPUB invalid message({index}) body size {size}")
+    if size > max_msg_size:
+        raise ProtocolError(E_BAD_MESSAGE, f"MPUB message too big {size} > {max_msg_size}")
+    raise ProtocolError(E_BAD_MESSAGE, "MPUB failed to read message body")
 
 
 # ---------------------------------------------------------------------------
@@ -187,28 +193,47 @@ class CommandDecoder:
     ``feed`` any chunk (one byte at a time works); call ``next_command`` until it returns
     None. Any bad input raises :class:`ProtocolError`; after that the stream cannot be
     resynchronised, which is why nsqd closes the connection on those errors.
+
+    A chunk that arrives when everything before it is decoded is decoded in place (an
+    immutable ``bytes``, sliced without copying it first); only a partial command left at
+    the end of a chunk is carried over in a ``bytearray``.
     """
 
     def __init__(self, limits: CommandLimits | None = None,
                  before_body: BeforeBodyHook | None = None) -> None:
         self.limits = limits or CommandLimits()
         self.before_body = before_body
-        self._buf = bytearray()
+        self._buf: bytes | bytearray = b""
         self._pos = 0
         self._scan = 0  # where to resume looking for a newline
         self._pending: Command | None = None  # a body command waiting for its body
         self._body_len = -1
+        self._valid_topics: set[bytes] = set()  # names already checked on this stream
 
     def feed(self, data: bytes) -> None:
-        if self._pos and self._pos == len(self._buf):
-            self._buf.clear()
+        buf, pos = self._buf, self._pos
+        left = len(buf) - pos
+        if left <= 0:
+            self._buf = data if type(data) is bytes else bytes(data)
             self._pos = self._scan = 0
-        self._buf += data
+            return
+        if type(buf) is bytes:
+            rest = memoryview(buf)[pos:]
+            if left + len(data) <= _JOIN_LIMIT:  # a partial command and the next chunk
+                self._buf = b"".join((rest, data))
+            else:  # a long body on its way: accumulate it without copying it over and over
+                self._buf = bytearray(rest)
+                self._buf += data
+            rest.release()
+            self._scan -= pos
+            self._pos = 0
+            return
+        buf += data  # type: ignore[operator]  # a bytearray here
 
     def take_unparsed(self) -> bytes:
         """Hand back bytes not yet decoded (the connection's encoding is about to change)."""
-        rest = bytes(self._buf[self._pos:])
-        self._buf.clear()
+        rest = self._slice(self._pos, len(self._buf))
+        self._buf = b""
         self._pos = self._scan = 0
         return rest
 
@@ -219,6 +244,37 @@ class CommandDecoder:
     def __iter__(self) -> Iterable[Command]:
         while (cmd := self.next_command()) is not None:
             yield cmd
+
+    def _slice(self, start: int, end: int) -> bytes:
+        buf = self._buf
+        if type(buf) is bytes:
+            return buf[start:end]
+        return bytes(memoryview(buf)[start:end])
+
+    def take_fins(self, in_flight: Container[bytes]) -> list[bytes]:
+        """The fast path of a consumer's stream: the IDs of the ``FIN <id>\\n`` lines at
+        the front of the stream whose IDs are in ``in_flight``, consumed as a batch.
+
+        It stops at anything else, a FIN of an unknown ID included, and leaves that to
+        ``next_command`` (which decodes it and its errors as usual). An ID that is in
+        flight proves its line well formed: IDs never contain a space or a newline."""
+        if self._pending is not None:
+            return []
+        buf, pos = self._buf, self._pos
+        last = len(buf) - FIN_LINE_LENGTH
+        ids: list[bytes] = []
+        immutable = type(buf) is bytes
+        while pos <= last and buf[pos + FIN_LINE_LENGTH - 1] == 0x0A and buf.startswith(b"FIN ", pos):
+            msg_id: bytes = buf[pos + 4:pos + 4 + MSG_ID_LENGTH]  # type: ignore[assignment]
+            if not immutable:
+                msg_id = bytes(msg_id)
+            if msg_id not in in_flight:
+                break
+            ids.append(msg_id)
+            pos += FIN_LINE_LENGTH
+        if ids:
+            self._pos = self._scan = pos
+        return ids
 
     def next_command(self) -> Command | None:
         if self._pending is not None:
@@ -235,7 +291,7 @@ class CommandDecoder:
         if nl - self._pos > self.limits.max_line_length:
             raise ProtocolError(E_INVALID, "command line too long")
         end = nl - 1 if nl > self._pos and buf[nl - 1] == 0x0D else nl
-        line = bytes(buf[self._pos:end])
+        line = self._slice(self._pos, end)
         self._pos = self._scan = nl + 1
         params = line.split(b" ")
         name = params[0]
@@ -243,7 +299,14 @@ class CommandDecoder:
             return Command(name, tuple(params[1:]))
         if self.before_body is not None:
             self.before_body(name)
-        self._pending = _check_body_header(name, tuple(params[1:]), self.limits)
+        args = tuple(params[1:])
+        publish = name == b"PUB" or name == b"MPUB"
+        if publish and args and args[0] in self._valid_topics:
+            self._pending = Command(name, args)  # the topic was checked on an earlier publish
+        else:
+            self._pending = _check_body_header(name, args, self.limits)
+            if publish and len(self._valid_topics) < _MAX_REMEMBERED_TOPICS:
+                self._valid_topics.add(args[0])
         self._body_len = -1
         return self._read_body()
 
@@ -262,7 +325,7 @@ class CommandDecoder:
         if len(buf) - self._pos < self._body_len:
             self._compact()
             return None
-        body = bytes(buf[self._pos:self._pos + self._body_len])
+        body = self._slice(self._pos, self._pos + self._body_len)
         self._pos += self._body_len
         self._scan = self._pos
         self._pending = None
@@ -273,10 +336,16 @@ class CommandDecoder:
         return cmd
 
     def _compact(self) -> None:
-        if self._pos > 65536:
-            del self._buf[:self._pos]
+        buf = self._buf
+        if self._pos > 65536 and type(buf) is bytearray:
+            del buf[:self._pos]
             self._scan -= self._pos
             self._pos = 0
+
+
+FIN_LINE_LENGTH = 4 + MSG_ID_LENGTH + 1  # "FIN <id>\n"
+_MAX_REMEMBERED_TOPICS = 256
+_JOIN_LIMIT = 256 * 1024
 
 
 def _check_topic(name: bytes, params: tuple[bytes, ...], needed: int) -> None:
@@ -306,6 +375,8 @@ def _check_body_header(name: bytes, params: tuple[bytes, ...], limits: CommandLi
 
 
 def _check_body_size(name: bytes, size: int, limits: CommandLimits) -> None:
+    if name == b"PUB" and 0 < size <= limits.max_msg_size:
+        return
     label = name.decode()
     if name in (b"PUB", b"DPUB"):
         if size <= 0:

@@ -9,7 +9,7 @@ from nsqd.pqueue import DeferredQueue, InFlightQueue
 
 
 def msg(n: int) -> Message:
-    return Message(b"%016x" % n, b"body %d" % n)
+    return Message.create(b"%016x" % n, b"body %d" % n)
 
 
 def ids(messages: list[Message]) -> list[bytes]:
