@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,17 @@ def _job_args() -> Any:
     container = _job()["spec"]["template"]["spec"]["containers"][0]
     assert container["command"] == ["python", "-m", "nsq_local.kubeload"]
     return kubeload_parser().parse_args(container["args"])
+
+
+def test_the_image_carries_the_load_program() -> None:
+    """nsq_local is one of the project's packages, and the Dockerfile installs them all
+    (tests/chart/test_dockerfile.py checks that every package folder is copied)."""
+    import nsq_local.kubeload
+
+    found = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"]["find"]
+    folder = Path(nsq_local.kubeload.__file__).resolve().parents[1]
+    assert folder.relative_to(ROOT).as_posix() in found["where"]
+    assert f"COPY {folder.name}/ {folder.name}/" in (ROOT / "Dockerfile").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("version", ["1.28.0", "1.33.0"])

@@ -40,19 +40,29 @@ def _with_channels(nsqd: Nsqd) -> Nsqd:
     return nsqd
 
 
+def received(nsqd: Nsqd) -> int:
+    return sum((nsqd.topic(t) or {}).get("message_count", 0) for t in TOPICS)
+
+
 @pytest.mark.timeout(60)
 def test_load_until_the_stop_file_then_every_acknowledged_message_counted(servers: Servers, tmp_path: Path) -> None:
     lookupd = servers.lookupd()
     nsqds = [_with_channels(servers.nsqd(lookupd_tcp_address=lookupd.tcp_address)) for _ in range(2)]
     stop_file = tmp_path / "stop"
-    args = [f"--lookupd-http-address={lookupd.http_address}", "--rate=300", "--batch=5",
+    args = [f"--lookupd-http-address={lookupd.http_address}", "--rate=300", "--batch=5", "--verbose",
             f"--stop-file={stop_file}", "--settle-timeout=20"]
     args += [f"--nsqd-tcp-address={n.tcp_address}" for n in nsqds]
     args += [f"--topic={t}" for t in TOPICS] + [f"--channel={c}" for c in CHANNELS]
     proc = subprocess.Popen(_command(*args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        # it keeps publishing until the file exists: both nsqds keep receiving
-        wait_for(lambda: all((n.topic("orders") or {}).get("message_count", 0) > 100 for n in nsqds), timeout=20)
+        # it keeps publishing until the file exists: both nsqds keep receiving (which topic
+        # goes where is the pool's round robin over publishes of every topic)
+        try:
+            wait_for(lambda: all(received(n) > 100 for n in nsqds), timeout=20)
+        except AssertionError:
+            proc.kill()
+            counts = [received(n) for n in nsqds]
+            raise AssertionError(f"messages on each nsqd: {counts}; kubeload said:\n{proc.communicate()[0]}") from None
         assert proc.poll() is None
         stop_file.touch()
         output, _ = proc.communicate(timeout=40)
