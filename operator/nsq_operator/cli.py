@@ -22,6 +22,10 @@ def parser() -> argparse.ArgumentParser:
                    help="seconds between cluster status refreshes")
     p.add_argument("--drift-interval", type=float, default=Intervals.topology,
                    help="seconds between topic/channel drift checks")
+    p.add_argument("--rollout-interval", type=float, default=Intervals.rollout,
+                   help="seconds between two steps of a rolling upgrade or scale-down")
+    p.add_argument("--ready-timeout", type=float, default=Intervals.ready_timeout,
+                   help="seconds a replaced pod may take to be Ready before the roll stops Degraded")
     p.add_argument("--verbose", "-v", action="store_true")
     return p
 
@@ -30,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    intervals = Intervals(cluster_status=args.status_interval, topology=args.drift_interval)
+    intervals = Intervals(cluster_status=args.status_interval, topology=args.drift_interval,
+                          rollout=args.rollout_interval, ready_timeout=args.ready_timeout)
     kopf.run(registry=build_registry(intervals), memo=kopf.Memo(runtime=Runtime(intervals=intervals)),
              standalone=True, clusterwide=not args.namespace, namespaces=args.namespace,
              liveness_endpoint=args.liveness or None)

@@ -16,6 +16,8 @@ nsqlookupd process on its own loopback address (127.0.x.y).
   readiness gate. A process that exits is not restarted: the container waits in
   CrashLoopBackOff, as a real one whose restarts keep failing.
 - An image tagged ``crashloop`` never runs: the container waits in CrashLoopBackOff.
+- Garbage collection: a StatefulSet whose owning NsqCluster is gone is deleted, and its
+  pods with it (KMock has no garbage collector).
 """
 from __future__ import annotations
 
@@ -160,7 +162,8 @@ class FakeKubelet:
     async def sync(self) -> None:
         # pods settled before the listing: one that finished starting since is not in it yet
         settled = {n for n in self.pods if n not in self.busy}
-        sets = (await self._get(f"/apis/apps/v1/namespaces/{self.namespace}/statefulsets") or {}).get("items", [])
+        sets = await self._collect_garbage(
+            (await self._get(f"/apis/apps/v1/namespaces/{self.namespace}/statefulsets") or {}).get("items", []))
         pods = await self._items(self._path("pods"))
         claims = await self._items(self._path("persistentvolumeclaims"))
         wanted: dict[str, dict[str, Any]] = {}
@@ -182,6 +185,19 @@ class FakeKubelet:
                 shutil.rmtree(self.claims.pop(claim), ignore_errors=True)
         await asyncio.gather(*(self._probe(pod) for name, pod in pods.items()
                                if name in settled and name in self.pods and name not in self.busy))
+
+    async def _collect_garbage(self, sets: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Delete the StatefulSets whose owner is gone; returns the others."""
+        clusters = await self._items(f"/apis/nsq.dev/v1alpha1/namespaces/{self.namespace}/nsqclusters")
+        alive = []
+        for sts in sets:
+            owners = [o["name"] for o in sts["metadata"].get("ownerReferences", []) if o.get("kind") == "NsqCluster"]
+            if owners and not any(name in clusters for name in owners):
+                await self._send("DELETE", f"/apis/apps/v1/namespaces/{self.namespace}/statefulsets/"
+                                           f"{sts['metadata']['name']}", None)
+            else:
+                alive.append(sts)
+        return alive
 
     async def _start_pod(self, sts: dict[str, Any], name: str) -> None:
         component = sts["metadata"]["labels"]["app.kubernetes.io/component"]

@@ -72,11 +72,12 @@ class Roller:
             drain = await self.drain_client(pod.name).state()
         except NoAnswer as e:
             drain = e
-        if drain is None or pod.stuck or (isinstance(drain, DrainState) and drain.finished):
+        # not draining any more: its container exited after the drain and was restarted (a
+        # drain never stops otherwise); deleting it is safe anyway, as SIGTERM drains too
+        over = isinstance(drain, DrainState) and (drain.finished or not drain.draining)
+        if drain is None or pod.stuck or over:
             await self.delete_pod(pod.name)
             return progress.enter(state, "Replacing", f"{pod.name} drained and deleted; waiting for its replacement"), False
-        if isinstance(drain, DrainState) and not drain.draining:  # its container restarted since
-            await self.drain_client(pod.name).start()
         limit = self.cluster.spec.drain_timeout_seconds + self.rt.intervals.drain_margin
         doing = f"{drain.in_flight} messages in flight" if isinstance(drain, DrainState) else f"no answer ({drain})"
         if progress.seconds_in_phase(state) > limit:
