@@ -2,8 +2,9 @@
 processes: a new image rolls every pod one at a time (lookupd, then nsqds highest
 ordinal first, each drained before it is deleted), options and nsq.dev/restart do the
 same with their own Event reasons, nsq.dev/paused stops everything, a stuck drain or a
-replacement that never gets Ready stops the roll Degraded until it can go on, and a
-crash-looping pod is replaced without a drain."""
+replacement that never gets Ready stops the roll Degraded until it can go on, a
+crash-looping pod is replaced without a drain, and an nsqd pod deleted by someone else
+(an eviction) drains itself on SIGTERM within its grace period."""
 from __future__ import annotations
 
 from typing import Any
@@ -13,8 +14,8 @@ import pytest
 from nsq_operator.constants import PAUSED_ANNOTATION, RESTART_ANNOTATION
 from tests.broker.wire import WireConn
 from tests.operator.harness import OperatorUnderTest
-from tests.operator.rolling import (depth, drains, events, freeze, image_of, pod, publish, rolled, rollout, signal_pod,
-                                    thaw)
+from tests.operator.rolling import (depth, drains, events, freeze, image_of, nsqd_log, pod, publish, rolled, rollout,
+                                    signal_pod, thaw)
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 SIGKILL = 9
@@ -170,3 +171,30 @@ async def test_crash_looping_pods_are_replaced_without_a_drain(operator: Operato
     assert [e["message"].split()[1] for e in await events(operator, "crash", "StuckPod")] == \
         ["crash-nsqd-0", "crash-lookupd-0"]
     assert (await operator.condition("NsqCluster", "crash", "Degraded") or {}).get("status") == "False"
+
+
+async def test_an_evicted_nsqd_drains_itself_within_its_grace_period(operator: OperatorUnderTest) -> None:
+    await operator.create("NsqCluster", "evict", {"drainTimeoutSeconds": 2, "nsqd": {"replicas": 1},
+                                                  "lookupd": {"replicas": 1}})
+    await operator.ready("NsqCluster", "evict", timeout=60)
+    publish(operator, "evict-nsqd-0", "jobs", [b"in-flight", b"waiting"])
+    tcp = operator.pods.tcp("evict-nsqd-0")
+    assert tcp is not None
+    with WireConn(tcp) as consumer:
+        consumer.sub("jobs", "work")
+        consumer.expect_ok()
+        consumer.rdy(1)
+        consumer.read_message()
+        # what `kubectl drain` does: delete the pod, nothing else (no POST /drain)
+        async with operator.session.delete(f"{operator.api}/api/v1/namespaces/{operator.namespace}/pods/evict-nsqd-0") as r:
+            assert r.status < 400
+
+        async def replaced() -> bool:
+            found = await pod(operator, "evict-nsqd-0")
+            return bool(found) and not found["metadata"].get("deletionTimestamp") and any(
+                c["type"] == "Ready" and c["status"] == "True" for c in found["status"]["conditions"])
+        await operator.until(replaced, 60, "evict-nsqd-0 replaced and Ready")
+    log = nsqd_log(operator, "evict-nsqd-0")
+    assert drains(operator, "evict-nsqd-0") == 1 and "DRAIN: done" in log  # on SIGTERM, before any SIGKILL
+    assert depth(operator, "evict-nsqd-0", "jobs", "work") == 2  # the one in flight was requeued and kept
+    await retire(operator, "evict")
