@@ -47,7 +47,7 @@ async def statefulset_replicas(operator: OperatorUnderTest, name: str) -> int:
 async def scaled_to(operator: OperatorUnderTest, cluster: str, replicas: int, timeout: float = 90) -> None:
     async def done() -> bool:
         state = await rollout(operator, cluster)
-        assert state.get("phase") == "Complete" and not state.get("error"), state
+        assert state.get("phase") == "Complete" and not state.get("error"), (state.get("message"), state.get("error"))
         assert await statefulset_replicas(operator, f"{cluster}-nsqd") == replicas
         assert await pod(operator, f"{cluster}-nsqd-{replicas}") is None
         return True
