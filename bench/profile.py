@@ -53,7 +53,9 @@ def summarise(raw: Path, top: int) -> None:
         if not stack:
             continue
         count = int(count_text)
-        frames = [f.split(" (")[0] + " (" + f.rsplit("/", 1)[-1] if " (" in f else f for f in stack.split(";")]
+        # "function (path/file.py:line)" -> "function (file.py)": one figure per function
+        frames = [f.split(" (")[0] + " (" + f.rsplit("/", 1)[-1].split(":")[0] + ")" if " (" in f else f
+                  for f in stack.split(";")]
         total += count
         own[frames[-1]] += count
         for frame in set(frames):

@@ -115,6 +115,7 @@ class Result:
     p99_ms: float | None
     rss_mib: float
     cpu_s: float
+    bytes_per_msg: float | None = None  # memory_1m: RSS growth per queued message
 
 
 def run_workload(name: str, command: str, scale: float, extra_flags: list[str]) -> Result:
@@ -122,6 +123,7 @@ def run_workload(name: str, command: str, scale: float, extra_flags: list[str]) 
     flags = ["--mem-queue-size=1000000", "--max-rdy-count=5000", *extra_flags]
     server = Server(command, flags)
     latencies: list[float] = []
+    per_msg: float | None = None
     try:
         topic = f"bench-{name}"
         if name == "pub_sync":
@@ -166,8 +168,10 @@ def run_workload(name: str, command: str, scale: float, extra_flags: list[str]) 
             count, seconds = 2 * total, time.perf_counter() - start
         elif name == "memory_1m":
             total = n(1_000_000)
+            idle = server.rss()
             r = _in_process(loadgen.mpub, server.address, topic, total, 200).get()
             count, seconds = r["messages"], r["seconds"]
+            per_msg = (server.rss() - idle) / count
         else:
             raise ValueError(f"unknown workload {name}")
     finally:
@@ -175,7 +179,7 @@ def run_workload(name: str, command: str, scale: float, extra_flags: list[str]) 
     latencies.sort()
     pick = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000 if latencies else None  # noqa: E731
     return Result(count / seconds, count * loadgen.BODY_SIZE / seconds / 2**20, pick(0.5), pick(0.99),
-                  server.peak_rss / 2**20, cpu)
+                  server.peak_rss / 2**20, cpu, per_msg)
 
 
 WORKLOADS = ["pub_sync", "pub_pipelined", "mpub_100", "mpub_200", "dpub", "consume", "fanout_3", "mixed",
@@ -185,7 +189,8 @@ WORKLOADS = ["pub_sync", "pub_pipelined", "mpub_100", "mpub_200", "dpub", "consu
 def median_result(results: list[Result]) -> Result:
     med = lambda xs: statistics.median(xs) if all(x is not None for x in xs) else None  # noqa: E731
     return Result(med([r.rate for r in results]), med([r.mib for r in results]), med([r.p50_ms for r in results]),
-                  med([r.p99_ms for r in results]), med([r.rss_mib for r in results]), med([r.cpu_s for r in results]))
+                  med([r.p99_ms for r in results]), med([r.rss_mib for r in results]), med([r.cpu_s for r in results]),
+                  med([r.bytes_per_msg for r in results]))
 
 
 def fmt(value: float | None, spec: str) -> str:
@@ -214,6 +219,9 @@ def main() -> None:
                 ratio = f"{r.rate / rows['ref'].rate:.2f}"
             print(f"{name:<16}{label:<6}{r.rate:>10.0f}{r.mib:>8.1f}{fmt(r.p50_ms, '.2f'):>8}"
                   f"{fmt(r.p99_ms, '.2f'):>8}{r.rss_mib:>14.0f}{r.cpu_s:>7.1f}{ratio:>9}", flush=True)
+            if r.bytes_per_msg is not None:
+                print(f"{'':<22}RSS growth per queued {loadgen.BODY_SIZE}-byte message: "
+                      f"{r.bytes_per_msg:.0f} bytes", flush=True)
 
 
 if __name__ == "__main__":

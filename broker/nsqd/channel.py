@@ -96,6 +96,9 @@ class Channel:
                 self._enqueue(payload)
         self._schedule_pump()
 
+    def fits_in_memory(self, count: int) -> bool:
+        return self._durable is None and len(self.memory) + count <= self.mem_queue_size
+
     def _schedule_pump(self) -> None:
         """Deliver on the next loop turn: a publisher's OK leaves before the message
         reaches a consumer on the same connection, and an MPUB is pumped once."""
@@ -186,7 +189,8 @@ class Channel:
 
     def pump(self) -> None:
         """Hand queued messages to consumers with spare RDY, one each in turn (a lone
-        consumer takes all it has room for at once), then flush what they were sent."""
+        consumer takes all it has room for at once); each consumer's messages leave in
+        one write when the pump is done (or whenever its output buffer fills)."""
         if self.paused or self.exiting:
             return
         rotation = self._rotation
@@ -197,41 +201,55 @@ class Channel:
         now = time.monotonic()
         idle = 0
         i = self._next
-        sent = False
-        while idle < n and (memory or backend.depth):
-            client = rotation[i % n]
-            i += 1
-            spare = client.spare_ready()
-            if spare <= 0:
-                idle += 1
-                continue
-            idle = 0
-            sent = True
-            self._deliver(client, spare if n == 1 else 1, now)
-        self._next = i % n
-        if sent:
-            for client in rotation:
-                client.flush()
+        held: dict[int, ClientConn] = {}
+        try:
+            while idle < n and (memory or backend.depth):
+                client = rotation[i % n]
+                i += 1
+                spare = client.spare_ready()
+                if spare <= 0:
+                    idle += 1
+                    continue
+                idle = 0
+                if client.id not in held:
+                    held[client.id] = client
+                    client.hold_flush()
+                self._deliver(client, spare if n == 1 else 1, now)
+        finally:
+            self._next = i % n
+            for client in held.values():
+                client.release_flush()
 
     def _deliver(self, client: "ClientConn", count: int, now: float) -> None:
-        """Up to ``count`` queued messages to ``client``."""
-        in_flight, memory, backend = self.in_flight, self.memory, self.backend
-        timeout = client.msg_timeout
-        deadline = now + timeout
+        """Up to ``count`` queued messages to ``client``, in one batch."""
+        memory, backend = self.memory, self.backend
         client_id, sample_rate = client.id, client.sample_rate
+        batch: list[Message] = []
         while count > 0 and (memory or backend.depth):
-            msg = self._next_message()
-            if msg is None:
+            if backend.depth or sample_rate:  # one at a time, through the general path
+                msg = self._next_message()
+                if msg is None:
+                    continue
+                if sample_rate and random.randrange(100) >= sample_rate:
+                    continue  # sampled out: this consumer's channel skips the message
+                batch.append(msg)
+                count -= 1
                 continue
-            if sample_rate and random.randrange(100) >= sample_rate:
-                continue  # sampled out: this consumer's channel skips the message
-            count -= 1
+            take = min(count, len(memory))
+            count -= take
+            popleft = memory.popleft
+            for _ in range(take):
+                item = popleft()
+                # a bare payload becomes a Message with the attempts it holds (bytes 8-9)
+                batch.append(Message(item, item[8] << 8 | item[9]) if isinstance(item, bytes) else item)
+            self._from_backend = True  # as _next_message leaves it after reading memory
+        for msg in batch:
             if msg.attempts < MAX_ATTEMPTS:
                 msg.attempts += 1
             msg.client_id = client_id
             msg.delivered_at = now
-            in_flight.push(msg, deadline, timeout)
-            client.send_message(msg)
+        self.in_flight.push_many(batch, now + client.msg_timeout, client.msg_timeout)
+        client.send_messages(batch)
 
     # -- FIN / REQ / TOUCH ----------------------------------------------------
     def _owned(self, client_id: int, msg_id: bytes) -> Message:

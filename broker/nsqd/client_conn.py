@@ -79,6 +79,7 @@ class ClientConn:
         self.closed = False
         self._out = bytearray()
         self._flush_handle: asyncio.Handle | None = None
+        self._holds = 0  # callers that flush when they are done writing
 
     # -- output ---------------------------------------------------------------
     def write(self, data: bytes) -> None:
@@ -88,8 +89,18 @@ class ClientConn:
         out += data
         if len(out) >= self.output_buffer_size:
             self.flush()
-        elif self._flush_handle is None:
+        elif self._flush_handle is None and not self._holds:
             self._flush_handle = asyncio.get_running_loop().call_soon(self.flush)
+
+    def hold_flush(self) -> None:
+        """The caller writes a batch and calls ``release_flush`` after it: no flush is
+        scheduled for a later loop turn in between (it would cost the loop an extra turn)."""
+        self._holds += 1
+
+    def release_flush(self) -> None:
+        self._holds -= 1
+        if not self._holds:
+            self.flush()
 
     def write_frame(self, frame_type: int, data: bytes) -> None:
         self.write(FRAME_HEADER.pack(len(data) + 4, frame_type) + data)
@@ -107,21 +118,23 @@ class ClientConn:
             data = self.codec.encode(bytes(data))
         self.transport.write(data)
 
-    def send_message(self, msg: "Message") -> None:
-        """A message frame: the payload as queued, with the attempts of this delivery."""
-        self.in_flight_count += 1
-        self.message_count += 1
-        if self.closed:
+    def send_messages(self, msgs: "list[Message]") -> None:
+        """Message frames: each payload as queued, with the attempts of this delivery."""
+        self.in_flight_count += len(msgs)
+        self.message_count += len(msgs)
+        if self.closed or not msgs:
             return
-        out = self._out
-        start = len(out)
-        payload = msg.payload
-        out += FRAME_HEADER.pack(len(payload) + 4, FRAME_MESSAGE)
-        out += payload
-        ATTEMPTS.pack_into(out, start + _ATTEMPTS_IN_FRAME, msg.attempts)
-        if len(out) >= self.output_buffer_size:
-            self.flush()
-        elif self._flush_handle is None:
+        out, limit = self._out, self.output_buffer_size
+        for msg in msgs:
+            start = len(out)
+            payload = msg.payload
+            out += FRAME_HEADER.pack(len(payload) + 4, FRAME_MESSAGE)
+            out += payload
+            ATTEMPTS.pack_into(out, start + _ATTEMPTS_IN_FRAME, msg.attempts)
+            if len(out) >= limit:
+                self.flush()
+                out = self._out
+        if out and self._flush_handle is None and not self._holds:
             self._flush_handle = asyncio.get_running_loop().call_soon(self.flush)
 
     def spare_ready(self) -> int:

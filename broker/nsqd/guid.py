@@ -8,6 +8,7 @@ increasing without ever blocking the event loop.
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 EPOCH_MS = 1288834974657  # the customary snowflake epoch (2010-11-04)
 NODE_BITS = 10
@@ -34,11 +35,34 @@ class GuidFactory:
 
     def next_ids(self, count: int) -> list[bytes]:
         """``count`` consecutive IDs from one clock reading (an MPUB's worth at once)."""
+        return [run.prefix + SEQUENCE_HEX[seq] for run in self.next_runs(count) for seq in run.sequences]
+
+    def next_runs(self, count: int) -> list[IdRun]:
+        """``count`` consecutive IDs from one clock reading, as one run per millisecond
+        they span (almost always one)."""
         stamp = (time.time_ns() // 1_000_000 - EPOCH_MS) << SEQUENCE_BITS
         last = self._last
         first = last + 1 if stamp <= last else stamp
-        self._last = first + count - 1
+        end = first + count
+        self._last = end - 1
         node, seq_mask = self._node, (1 << SEQUENCE_BITS) - 1
-        # shifting the millisecond part up past the node bits leaves the sequence in place
-        return [b"%016x" % (((s & ~seq_mask) << NODE_BITS) | node | (s & seq_mask))
-                for s in range(first, first + count)]
+        runs: list[IdRun] = []
+        while first < end:
+            run_end = min(end, (first | seq_mask) + 1)  # the end of this millisecond's sequence
+            # shifting the millisecond part up past the node bits leaves the sequence in place
+            prefix = b"%013x" % ((((first & ~seq_mask) << NODE_BITS) | node) >> SEQUENCE_BITS)
+            runs.append(IdRun(prefix, range(first & seq_mask, (first & seq_mask) + run_end - first)))
+            first = run_end
+        return runs
+
+
+class IdRun(NamedTuple):
+    """IDs that differ only in their sequence number: each is ``prefix`` (the
+    millisecond and node, 13 hex digits) followed by ``SEQUENCE_HEX[seq]``."""
+
+    prefix: bytes
+    sequences: range
+
+
+# the 12-bit sequence is the last 3 of the 16 hex digits: formatted once, looked up after
+SEQUENCE_HEX = [b"%03x" % seq for seq in range(1 << SEQUENCE_BITS)]

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import struct
 import time
+from typing import Sequence
 
 from nsq_protocol.message import MESSAGE_HEADER, MESSAGE_HEADER_SIZE, MSG_ID_LENGTH, decode_message
+
+from .guid import SEQUENCE_HEX, IdRun
 
 MAX_ATTEMPTS = 0xFFFF
 ATTEMPTS = struct.Struct(">H")
@@ -23,6 +26,21 @@ Payload = bytes
 
 def encode_payload(msg_id: bytes, body: bytes, timestamp: int, attempts: int = 0) -> Payload:
     return b"".join((MESSAGE_HEADER.pack(timestamp, attempts), msg_id, body))
+
+
+def encode_payloads(timestamp: int, ids: list[IdRun], bodies: Sequence[bytes]) -> list[Payload]:
+    """Fresh payloads for ``bodies`` in order, one timestamp, IDs from consecutive runs."""
+    head, join = MESSAGE_HEADER.pack(timestamp, 0), b"".join
+    payloads: list[Payload] = []
+    done = 0
+    for run in ids:
+        head_and_prefix = head + run.prefix
+        seqs = run.sequences
+        # no formatting per message: the ID's last 3 hex digits come from a table
+        payloads += [join((head_and_prefix, seq_hex, body)) for seq_hex, body
+                     in zip(SEQUENCE_HEX[seqs.start:seqs.stop], bodies[done:done + len(seqs)])]
+        done += len(seqs)
+    return payloads
 
 
 def payload_attempts(payload: Payload) -> int:

@@ -17,7 +17,6 @@ from nsq_protocol import errors as E
 from nsq_protocol.commands import CommandLimits
 from nsq_protocol.errors import ProtocolError
 from nsq_protocol.identify import ServerLimits
-from nsq_protocol.message import MESSAGE_HEADER
 from nsq_protocol.names import is_ephemeral
 
 from . import __version__, metadata, statsd
@@ -34,7 +33,7 @@ from .group_commit import GroupCommitter, Syncable
 from .guid import GuidFactory
 from .http_api import HttpApi
 from .lookup import LookupdPeers
-from .message import MESSAGE_OVERHEAD, Message, Payload, encode_payload
+from .message import MESSAGE_OVERHEAD, Message, Payload, encode_payload, encode_payloads
 from .options import NsqdOptions
 from .queue_scan import QueueScanner
 from .tls import peer_common_name, server_context
@@ -125,8 +124,9 @@ class NSQD:
 
     def new_payloads(self, bodies: Sequence[bytes]) -> list[Payload]:
         """An MPUB's messages: IDs and timestamp taken in one batch, encoded at once."""
-        head, join = MESSAGE_HEADER.pack(time.time_ns(), 0), b"".join
-        return [join((head, msg_id, body)) for msg_id, body in zip(self._guid.next_ids(len(bodies)), bodies)]
+        if len(bodies) == 1:
+            return [self.new_payload(bodies[0])]
+        return encode_payloads(time.time_ns(), self._guid.next_runs(len(bodies)), bodies)
 
     # -- topics and channels --------------------------------------------------
     def _backend(self, name: str, ephemeral: bool) -> Backend:

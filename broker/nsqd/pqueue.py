@@ -53,6 +53,17 @@ class InFlightQueue:
         fifo[msg.id] = msg
         msg.fifo = timeout
 
+    def push_many(self, msgs: list[Message], deadline: float, timeout: float) -> None:
+        """Add messages delivered together: one deadline, ``now + timeout``."""
+        by_id = self._by_id
+        fifo = self._fifos.get(timeout)
+        if fifo is None:
+            fifo = self._fifos[timeout] = {}
+        for msg in msgs:
+            msg.deadline = deadline
+            msg.fifo = timeout
+            by_id[msg.id] = fifo[msg.id] = msg
+
     def remove(self, msg_id: bytes) -> Message | None:
         msg = self._by_id.pop(msg_id, None)
         if msg is not None and msg.fifo is not None:

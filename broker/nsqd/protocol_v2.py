@@ -63,6 +63,9 @@ class V2Protocol(asyncio.Protocol):
         # fixed for the process's life; read once rather than on every command
         self._tls_required = nsqd.options.tls_required != "false"
         self._auth_enabled = nsqd.options.auth_enabled
+        # runs of PUBs are published as a batch unless each PUB must wait on its own
+        # (for an authorization or, in durable mode, for its fsync)
+        self._pub_runs = not self._auth_enabled and not nsqd.options.sync_before_ack
         self._handlers: dict[bytes, Callable[[Command], Response]] = {
             b"FIN": self._fin, b"RDY": self._rdy, b"REQ": self._req, b"PUB": self._pub,
             b"MPUB": self._mpub, b"DPUB": self._dpub, b"NOP": self._nop, b"TOUCH": self._touch,
@@ -171,6 +174,16 @@ class V2Protocol(asyncio.Protocol):
     def _process(self) -> None:
         client = self.client
         assert client is not None
+        client.hold_flush()
+        try:
+            self._process_commands(client)
+            if self._pump_due and client.channel is not None:
+                self._pump_due = False
+                client.channel.pump()
+        finally:
+            client.release_flush()
+
+    def _process_commands(self, client: ClientConn) -> None:
         decoder = self._decoder
         while not self._busy and not self._dead:
             channel = client.channel  # set only by a SUB that passed every check
@@ -178,10 +191,15 @@ class V2Protocol(asyncio.Protocol):
                 fins = decoder.take_fins(channel.in_flight.ids())
                 if fins:
                     self._finish_batch(fins)
+            if self._pub_runs and (client.tls or not self._tls_required):
+                run = decoder.take_pubs()
+                if run is not None:
+                    self._publish_run(*run)
+                    continue
             try:
                 cmd = decoder.next_command()
                 if cmd is None:
-                    break
+                    return
                 result = self._exec(cmd)
             except ProtocolError as err:
                 self._send_error(err)
@@ -196,10 +214,6 @@ class V2Protocol(asyncio.Protocol):
             if self.transport is not None:
                 self.transport.pause_reading()
             asyncio.ensure_future(self._finish_async(result))
-        if self._pump_due and client.channel is not None:
-            self._pump_due = False
-            client.channel.pump()
-        client.flush()
 
     def _finish_batch(self, msg_ids: list[bytes]) -> None:
         client = self.client
@@ -507,6 +521,31 @@ class V2Protocol(asyncio.Protocol):
             return OK
         return self._ok_once_synced(command, _failed(command), synced)
 
+    def _publish_run(self, topic_bytes: bytes, bodies: list[bytes]) -> None:
+        """Consecutive PUBs to one topic: one batch when nothing can refuse any of them,
+        else one at a time as if decoded one by one (every PUB error closes the
+        connection, so the rest of the run is never wanted after one)."""
+        client = self.client
+        assert client is not None
+        nsqd = self.nsqd
+        topic_name = topic_bytes.decode("ascii")
+        count = len(bodies)
+        if not nsqd.drain.refuses_publishes and not nsqd.exiting:
+            topic = nsqd.get_topic(topic_name)
+            if not topic.exiting and topic.fits_in_memory(count):
+                topic.put_payloads(nsqd.new_payloads(bodies))
+                client.published(topic_name, count)
+                client.write(_OK_FRAME * count)
+                return
+        for body in bodies:
+            try:
+                result = self._publish("PUB", topic_name, (body,), 0.0)
+            except ProtocolError as err:
+                self._send_error(err)
+                return
+            assert isinstance(result, bytes)  # no durable mode here: nothing to wait for
+            client.write_frame(FRAME_RESPONSE, result)
+
     async def _ok_once_synced(self, command: str, code: str, synced: Awaitable[None]) -> bytes:
         """Durable mode: OK only once the messages are fsynced (the next group commit)."""
         try:
@@ -532,6 +571,9 @@ class V2Protocol(asyncio.Protocol):
         assert cmd.body is not None
         body, topic, defer = cmd.body, cmd.topic, cmd.defer_ms / 1000
         return self._after_auth("DPUB", topic, "", lambda: self._publish("DPUB", topic, (body,), defer))
+
+
+_OK_FRAME = encode_frame(FRAME_RESPONSE, OK)
 
 
 def _failed(command: str) -> str:

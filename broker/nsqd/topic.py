@@ -30,7 +30,7 @@ from .message import ID_SLICE, MESSAGE_OVERHEAD, Message, Payload, check_payload
 
 log = logging.getLogger("nsqd")
 
-FLUSH_BATCH = 512  # messages moved from the topic queue to channels per loop iteration
+FLUSH_BATCH = 2048  # messages moved from the topic queue to channels per loop iteration
 
 
 class Topic:
@@ -93,6 +93,13 @@ class Topic:
                 self._enqueue(payload)
             self._schedule_flush()
 
+    def fits_in_memory(self, count: int) -> bool:
+        """Whether ``count`` fresh messages put now would all stay in memory queues (so
+        putting them cannot fail on a disk)."""
+        if self._flowing() and not self.memory and not self.backend.depth:
+            return all(channel.fits_in_memory(count) for channel in self.channels.values())
+        return len(self.memory) + count <= self.mem_queue_size
+
     def _flowing(self) -> bool:
         return self.started and not self.paused and not self.exiting and bool(self.channels)
 
@@ -129,6 +136,12 @@ class Topic:
         self._flush_scheduled = False
         moved = 0
         while moved < FLUSH_BATCH and self._flowing():
+            if not self.backend.depth and self.memory and self.memory[0].__class__ is not Message:
+                batch = self._take_payloads(FLUSH_BATCH - moved)
+                for channel in list(self.channels.values()):
+                    channel.put_payloads(batch)
+                moved += len(batch)
+                continue
             queued = self._next_queued()
             if queued is None:
                 return
@@ -139,6 +152,15 @@ class Topic:
             moved += 1
         if self.depth:
             self._schedule_flush()
+
+    def _take_payloads(self, limit: int) -> list[Payload]:
+        """Fresh payloads from the front of the memory queue, up to ``limit`` and up to
+        the first deferred message."""
+        memory = self.memory
+        batch: list[Payload] = []
+        while memory and len(batch) < limit and memory[0].__class__ is not Message:
+            batch.append(memory.popleft())  # type: ignore[arg-type]
+        return batch
 
     def _next_queued(self) -> tuple[Payload | Message, int | None] | None:
         """The next queued message and, in durable mode, the entry to acknowledge once
