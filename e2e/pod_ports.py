@@ -78,7 +78,8 @@ class PodPort:
         await asyncio.gather(*self._connections, return_exceptions=True)
         if self._server is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 5)
+                async with asyncio.timeout(5):
+                    await self._server.wait_closed()
 
 
 class PodPorts:

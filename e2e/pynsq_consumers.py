@@ -112,7 +112,8 @@ class PynsqConsumers:
         if proc.returncode is None:
             self._signal(signal.SIGTERM)
             try:
-                await asyncio.wait_for(proc.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await proc.wait()
             except asyncio.TimeoutError:
                 self._signal(signal.SIGKILL)
                 await proc.wait()

@@ -227,7 +227,8 @@ class Drain:
                 log.info("DRAIN: %d messages in flight, %.1fs left", left, deadline - now)
                 next_log = now + PROGRESS_LOG_INTERVAL
             try:
-                await asyncio.wait_for(self._cut_short.wait(), min(SETTLE_CHECK_INTERVAL, deadline - now))
+                async with asyncio.timeout(min(SETTLE_CHECK_INTERVAL, deadline - now)):
+                    await self._cut_short.wait()
             except asyncio.TimeoutError:
                 pass
 

@@ -99,7 +99,8 @@ class GroupCommitter:
     async def _run(self) -> None:
         while not self._closing:
             try:
-                await asyncio.wait_for(self._wake.wait(), self._idle_interval)
+                async with asyncio.timeout(self._idle_interval):
+                    await self._wake.wait()
             except TimeoutError:
                 pass
             if self._closing:

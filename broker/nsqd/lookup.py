@@ -154,10 +154,7 @@ class _Peer:
         self._task.cancel()
 
     async def wait_stopped(self) -> None:
-        try:
-            await self._task
-        except asyncio.CancelledError:
-            pass
+        await asyncio.wait([self._task])  # the caller's own cancellation still reaches it
 
     async def _run(self) -> None:
         delay = RECONNECT_FIRST_DELAY
@@ -181,7 +178,8 @@ class _Peer:
         """One connection, from connecting until it fails (it never ends otherwise)."""
         host, port = _split_address(self.address)
         self.log.info("LOOKUPD(%s): connecting", self.address)
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), CONNECT_TIMEOUT)
+        async with asyncio.timeout(CONNECT_TIMEOUT):
+            reader, writer = await asyncio.open_connection(host, port)
         conn = _Connection(reader, writer)
         try:
             self.http_address = await self._identify(conn)
@@ -297,7 +295,8 @@ class _Connection:
         self._reading.cancel()
         self.writer.close()
         try:
-            await asyncio.wait_for(self.writer.wait_closed(), 1.0)
+            async with asyncio.timeout(1.0):
+                await self.writer.wait_closed()
         except (OSError, asyncio.TimeoutError):
             pass
         try:

@@ -104,17 +104,8 @@ class Message:
             return payload
         return b"".join((payload[:ATTEMPTS_OFFSET], ATTEMPTS.pack(self.attempts), payload[ATTEMPTS_OFFSET + 2:]))
 
-    @classmethod
-    def decode(cls, data: bytes) -> "Message":
-        return cls.from_payload(check_payload(data))
-
     def __repr__(self) -> str:
         return f"Message({self.id.decode()}, attempts={self.attempts}, {len(self.payload) - MESSAGE_HEADER_SIZE} bytes)"
-
-
-def as_message(item: "Payload | Message") -> Message:
-    """A queue item as a Message (a bare payload becomes one with the attempts it holds)."""
-    return item if item.__class__ is Message else Message.from_payload(item)  # type: ignore[arg-type]
 
 
 def item_payload(item: "Payload | Message") -> Payload:

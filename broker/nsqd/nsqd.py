@@ -201,8 +201,8 @@ class NSQD:
         misses the first messages."""
         assert self.lookup is not None
         try:
-            names = await asyncio.wait_for(self.lookup.channels_for_topic(topic.name),
-                                           self.options.http_client_request_timeout)
+            async with asyncio.timeout(self.options.http_client_request_timeout):
+                names = await self.lookup.channels_for_topic(topic.name)
         except Exception as e:
             log.warning("TOPIC(%s): failed to fetch channels from lookupd: %s", topic.name, e)
             names = []

@@ -322,7 +322,8 @@ class Consumer(ConnectionDelegate):
         stopped = self.stopped
         await self._begin_stop()
         try:
-            await asyncio.wait_for(asyncio.shield(stopped), timeout)
+            async with asyncio.timeout(timeout):
+                await asyncio.shield(stopped)
         except TimeoutError:
             log.warning("graceful stop did not finish within %ss: forcing", timeout)
             self._finish_stop(forced=True)

@@ -130,7 +130,8 @@ class LookupdPoller:
 
     async def _wait(self, seconds: float) -> None:
         try:
-            await asyncio.wait_for(self._recheck.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await self._recheck.wait()
         except TimeoutError:
             pass
         self._recheck.clear()
@@ -146,10 +147,7 @@ class LookupdPoller:
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+            await asyncio.wait([self._task])  # the caller's own cancellation still reaches it
             self._task = None
         if self._session is not None:
             await self._session.close()

@@ -93,7 +93,8 @@ async def _stopped(stop: asyncio.Event, stop_file: Path | None, duration: float 
         if deadline is not None and time.monotonic() >= deadline:
             return
         try:
-            await asyncio.wait_for(stop.wait(), STOP_FILE_POLL)
+            async with asyncio.timeout(STOP_FILE_POLL):
+                await stop.wait()
         except TimeoutError:
             pass
 

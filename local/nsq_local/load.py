@@ -115,7 +115,8 @@ class Load:
             delay = next_at - loop.time()
             if delay > 0:
                 try:
-                    await asyncio.wait_for(self._stop_publishing.wait(), delay)
+                    async with asyncio.timeout(delay):
+                        await self._stop_publishing.wait()
                     return
                 except TimeoutError:
                     pass
@@ -127,9 +128,11 @@ class Load:
             pool = self._pool or pool  # the pool in use: replaced when an nsqd leaves
             try:
                 if len(bodies) == 1:
-                    await asyncio.wait_for(pool.publish(topic, bodies[0]), PUBLISH_TIMEOUT)
+                    async with asyncio.timeout(PUBLISH_TIMEOUT):
+                        await pool.publish(topic, bodies[0])
                 else:
-                    await asyncio.wait_for(pool.multi_publish(topic, bodies), PUBLISH_TIMEOUT)
+                    async with asyncio.timeout(PUBLISH_TIMEOUT):
+                        await pool.multi_publish(topic, bodies)
             except (NsqClientError, OSError, TimeoutError) as err:
                 log.warning("publish of %d messages to %s failed: %r", len(ids), topic, err)
                 self.ledger.failed(topic, ids)

@@ -103,7 +103,8 @@ class Node:
         if proc is None:
             return None
         try:
-            await asyncio.wait_for(proc.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await proc.wait()
         except asyncio.TimeoutError:
             return None
         self.proc = None
@@ -117,7 +118,8 @@ class Node:
         if proc.returncode is None:
             os.killpg(proc.pid, signal.SIGTERM)
             try:
-                await asyncio.wait_for(proc.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await proc.wait()
             except asyncio.TimeoutError:
                 os.killpg(proc.pid, signal.SIGKILL)
                 await proc.wait()

@@ -39,7 +39,8 @@ class V2Connection:
     async def open(cls, address: Address, timeout: float = 5.0) -> "V2Connection":
         host, _, port = address.rpartition(":")
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout)
+            async with asyncio.timeout(timeout):
+                reader, writer = await asyncio.open_connection(host, int(port))
         except (OSError, asyncio.TimeoutError) as e:
             raise Disconnected(f"cannot connect to {address}: {e}") from None
         conn = cls(reader, writer)
@@ -59,7 +60,8 @@ class V2Connection:
                     continue
                 return frame
             try:
-                chunk = await asyncio.wait_for(self._reader.read(1 << 16), timeout)
+                async with asyncio.timeout(timeout):
+                    chunk = await self._reader.read(1 << 16)
             except (OSError, asyncio.IncompleteReadError) as e:
                 raise Disconnected(str(e)) from None
             if not chunk:
@@ -252,7 +254,8 @@ class Consumer:
                                      f"({len(self.deliveries)} deliveries)")
             self._changed.clear()
             try:
-                await asyncio.wait_for(self._changed.wait(), left)
+                async with asyncio.timeout(left):
+                    await self._changed.wait()
             except asyncio.TimeoutError:
                 pass
 

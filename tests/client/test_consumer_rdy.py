@@ -138,7 +138,8 @@ async def test_a_new_connection_during_backoff_stays_at_rdy_0(nsqd_trio: list[Ns
                         handler=handler)
     try:
         await consumer.connect_to_nsqd(first.tcp_address)
-        await asyncio.wait_for(failed.wait(), 5)
+        async with asyncio.timeout(5):
+            await failed.wait()
         await eventually(lambda: consumer.stats().messages_requeued == 1)
         await consumer.connect_to_nsqd(proxy.address)  # backoff wait is 10 s: still inside it
         assert proxy.connections[0].rdy_counts() == []

@@ -90,7 +90,8 @@ async def test_stop_forces_the_exit_after_its_deadline(shared_nsqd: Nsqd, topic:
         await producer.publish(topic, b"never answered")
     consumer = Consumer(topic, "ch", handler=hangs)
     await consumer.connect_to_nsqd(shared_nsqd.tcp_address)
-    await asyncio.wait_for(stuck.wait(), 5)
+    async with asyncio.timeout(5):
+        await stuck.wait()
     started = time.monotonic()
     await consumer.stop(timeout=0.5)
     assert 0.5 <= time.monotonic() - started < 2
@@ -106,12 +107,14 @@ async def test_stop_without_connections_returns_at_once_and_twice_is_harmless(sh
         pass
 
     idle = Consumer(topic, "ch", handler=handler)
-    await asyncio.wait_for(idle.stop(), 1)
+    async with asyncio.timeout(1):
+        await idle.stop()
     async with Consumer(topic, "ch", handler=handler) as consumer:
         await consumer.connect_to_nsqd(shared_nsqd.tcp_address)
         assert consumer.connections == [shared_nsqd.tcp_address]
     assert consumer.stopped.done() and not consumer.connections
-    await asyncio.wait_for(consumer.stop(), 1)
+    async with asyncio.timeout(1):
+        await consumer.stop()
 
 
 async def test_sigterm_stops_a_consumer_process_gracefully(shared_nsqd: Nsqd, topic: str) -> None:
@@ -122,10 +125,12 @@ async def test_sigterm_stops_a_consumer_process_gracefully(shared_nsqd: Nsqd, to
         cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:
         assert process.stdout is not None
-        line = await asyncio.wait_for(process.stdout.readline(), 15)
+        async with asyncio.timeout(15):
+            line = await process.stdout.readline()
         assert line.strip() == b"ready"
         process.send_signal(signal.SIGTERM)
-        out, err = await asyncio.wait_for(process.communicate(), 15)
+        async with asyncio.timeout(15):
+            out, err = await process.communicate()
     finally:
         if process.returncode is None:
             process.kill()

@@ -41,7 +41,8 @@ async def _ask(address: str, line: bytes) -> bytes:
     reader, writer = await asyncio.open_connection(host, int(port))
     writer.write(line)
     try:
-        return await asyncio.wait_for(reader.readline(), 5)
+        async with asyncio.timeout(5):
+            return await reader.readline()
     except ConnectionResetError:
         return b""  # closed before reading what was sent: the same refusal
     finally:

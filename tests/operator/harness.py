@@ -98,7 +98,8 @@ class OperatorUnderTest:
                                        settings=settings, standalone=True, clusterwide=True,  # KMock cannot serve /api/v1/namespaces
                                        stop_flag=self._stop, ready_flag=ready)
         self._runner = asyncio.create_task(kopf.run_tasks(tasks, ignored=self._ignored))
-        await asyncio.wait_for(ready.wait(), 20)
+        async with asyncio.timeout(20):
+            await ready.wait()
 
     async def stop(self) -> None:
         current = asyncio.current_task()
@@ -106,7 +107,8 @@ class OperatorUnderTest:
             self._ignored.add(current)  # kopf cancels every task it does not know at exit
         self._stop.set()
         if self._runner is not None:
-            await asyncio.wait_for(self._runner, 30)
+            async with asyncio.timeout(30):
+                await self._runner
         await self.session.close()
 
     # -- the API, as kubectl would use it --------------------------------------------------

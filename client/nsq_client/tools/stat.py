@@ -75,7 +75,8 @@ async def stat_loop(options: StatOptions, out: TextIO, stop: asyncio.Event) -> i
                 break
             poll += 1
             try:
-                await asyncio.wait_for(stop.wait(), options.interval)
+                async with asyncio.timeout(options.interval):
+                    await stop.wait()
             except TimeoutError:
                 pass
     finally:
