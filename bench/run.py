@@ -10,6 +10,7 @@ nsqd's peak RSS and CPU seconds are read from /proc while it runs.
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing as mp
 import os
 import shlex
@@ -90,6 +91,20 @@ class Server:
         urllib.request.urlopen(urllib.request.Request(f"http://{HOST}:{self.http}{path}", data=body,
                                                       method="POST"), timeout=30).read()
 
+    def wait_drained(self, topic: str, timeout: float = 120.0) -> None:
+        """Until the topic and all its channels hold nothing, queued or in flight."""
+        deadline = time.monotonic() + timeout
+        url = f"http://{HOST}:{self.http}/stats?format=json&topic={topic}"
+        while True:
+            with urllib.request.urlopen(url, timeout=30) as resp:
+                topics = json.load(resp)["topics"]
+            if all(t["depth"] == 0 and all(c["depth"] == 0 and c["in_flight_count"] == 0 for c in t["channels"])
+                   for t in topics):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{topic} still holds messages after {timeout}s")
+            time.sleep(0.05)
+
     def close(self) -> float:
         cpu = self.cpu_seconds() - self.cpu0
         self._stop.set()
@@ -108,6 +123,15 @@ def _in_process(fn: Callable[..., dict], *args: object) -> "mp.pool.AsyncResult[
 
 
 @dataclass
+class Memory:
+    """memory_1m: nsqd's RSS idle, with every message queued, and after all were consumed."""
+    idle_mib: float
+    queued_mib: float
+    drained_mib: float
+    bytes_per_msg: float  # RSS growth per queued message
+
+
+@dataclass
 class Result:
     rate: float
     mib: float
@@ -115,7 +139,7 @@ class Result:
     p99_ms: float | None
     rss_mib: float
     cpu_s: float
-    bytes_per_msg: float | None = None  # memory_1m: RSS growth per queued message
+    memory: Memory | None = None
 
 
 def run_workload(name: str, command: str, scale: float, extra_flags: list[str]) -> Result:
@@ -123,7 +147,7 @@ def run_workload(name: str, command: str, scale: float, extra_flags: list[str]) 
     flags = ["--mem-queue-size=1000000", "--max-rdy-count=5000", *extra_flags]
     server = Server(command, flags)
     latencies: list[float] = []
-    per_msg: float | None = None
+    memory: Memory | None = None
     try:
         topic = f"bench-{name}"
         if name == "pub_sync":
@@ -171,7 +195,10 @@ def run_workload(name: str, command: str, scale: float, extra_flags: list[str]) 
             idle = server.rss()
             r = _in_process(loadgen.mpub, server.address, topic, total, 200).get()
             count, seconds = r["messages"], r["seconds"]
-            per_msg = (server.rss() - idle) / count
+            queued = server.rss()
+            _in_process(loadgen.consume, server.address, topic, "c", total).get()
+            server.wait_drained(topic)
+            memory = Memory(idle / 2**20, queued / 2**20, server.rss() / 2**20, (queued - idle) / count)
         else:
             raise ValueError(f"unknown workload {name}")
     finally:
@@ -179,7 +206,7 @@ def run_workload(name: str, command: str, scale: float, extra_flags: list[str]) 
     latencies.sort()
     pick = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000 if latencies else None  # noqa: E731
     return Result(count / seconds, count * loadgen.BODY_SIZE / seconds / 2**20, pick(0.5), pick(0.99),
-                  server.peak_rss / 2**20, cpu, per_msg)
+                  server.peak_rss / 2**20, cpu, memory)
 
 
 WORKLOADS = ["pub_sync", "pub_pipelined", "mpub_100", "mpub_200", "dpub", "consume", "fanout_3", "mixed",
@@ -190,7 +217,15 @@ def median_result(results: list[Result]) -> Result:
     med = lambda xs: statistics.median(xs) if all(x is not None for x in xs) else None  # noqa: E731
     return Result(med([r.rate for r in results]), med([r.mib for r in results]), med([r.p50_ms for r in results]),
                   med([r.p99_ms for r in results]), med([r.rss_mib for r in results]), med([r.cpu_s for r in results]),
-                  med([r.bytes_per_msg for r in results]))
+                  median_memory([r.memory for r in results]))
+
+
+def median_memory(checks: list[Memory | None]) -> Memory | None:
+    present = [m for m in checks if m is not None]
+    if len(present) < len(checks):
+        return None
+    return Memory(*(statistics.median([getattr(m, f) for m in present])
+                    for f in ("idle_mib", "queued_mib", "drained_mib", "bytes_per_msg")))
 
 
 def fmt(value: float | None, spec: str) -> str:
@@ -219,9 +254,11 @@ def main() -> None:
                 ratio = f"{r.rate / rows['ref'].rate:.2f}"
             print(f"{name:<16}{label:<6}{r.rate:>10.0f}{r.mib:>8.1f}{fmt(r.p50_ms, '.2f'):>8}"
                   f"{fmt(r.p99_ms, '.2f'):>8}{r.rss_mib:>14.0f}{r.cpu_s:>7.1f}{ratio:>9}", flush=True)
-            if r.bytes_per_msg is not None:
-                print(f"{'':<22}RSS growth per queued {loadgen.BODY_SIZE}-byte message: "
-                      f"{r.bytes_per_msg:.0f} bytes", flush=True)
+            if r.memory is not None:
+                m = r.memory
+                print(f"{'':<22}RSS idle {m.idle_mib:.0f} MiB, all queued {m.queued_mib:.0f} MiB "
+                      f"({m.bytes_per_msg:.0f} bytes per queued {loadgen.BODY_SIZE}-byte message), "
+                      f"after consuming them all {m.drained_mib:.0f} MiB", flush=True)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+import urllib.request
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from nsq_protocol.commands import encode_mpub_body
 from tests.broker.load import Consumer, Delivery, Fin, Hold, dpub, publish
@@ -42,13 +44,18 @@ async def test_every_acknowledged_publish_survives_kill_9(servers) -> None:
     setup_topic(nsqd, "orders", "archive", "billing")
     setup_topic(nsqd, "fresh")  # no channel yet: messages wait in the topic's own queue
     acked: list[bytes] = []
-    acked += (await publish(nsqd.tcp_address, "orders", [b"mpub-%04d" % i for i in range(1000)], batch=100)).acked
-    acked += (await publish(nsqd.tcp_address, "orders", [b"pub-%04d" % i for i in range(50)], batch=1)).acked
-    acked += await dpub(nsqd.tcp_address, "orders", 1, [b"dpub-%04d" % i for i in range(20)])
+    for bodies, batch in (([b"mpub-%04d" % i for i in range(1000)], 100), ([b"pub-%04d" % i for i in range(50)], 1)):
+        result = await publish(nsqd.tcp_address, "orders", bodies, batch=batch)
+        assert result.acked == bodies, f"{len(bodies) - len(result.acked)} of {len(bodies)} publishes not acknowledged"
+        acked += result.acked
+    deferred = [b"dpub-%04d" % i for i in range(20)]
+    assert await dpub(nsqd.tcp_address, "orders", 1, deferred) == deferred
+    acked += deferred
     post(nsqd, "/pub?topic=orders", b"http-pub")
     post(nsqd, "/mpub?topic=orders&binary=true", encode_mpub_body([b"http-mpub-%d" % i for i in range(30)]))
     acked += [b"http-pub"] + [b"http-mpub-%d" % i for i in range(30)]
-    fresh = (await publish(nsqd.tcp_address, "fresh", [b"fresh-%d" % i for i in range(200)], batch=50)).acked
+    fresh = [b"fresh-%d" % i for i in range(200)]
+    assert (await publish(nsqd.tcp_address, "fresh", fresh, batch=50)).acked == fresh
     nsqd.kill()  # the instant the last OK arrived
 
     nsqd.start()
@@ -164,3 +171,30 @@ async def test_concurrent_publishers_all_acknowledged(servers) -> None:
     nsqd.start()
     consumer = await drain(nsqd, "events", "store", acked)
     assert consumer.bodies() == acked
+
+
+def sync_counters(nsqd: Nsqd) -> tuple[float, float]:
+    """(fsync rounds that acknowledged publishes, publishes they acknowledged) from /metrics."""
+    with urllib.request.urlopen(nsqd.url("/metrics"), timeout=10) as resp:
+        text = resp.read().decode()
+    samples = {s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples}
+    return samples["nsq_durable_sync_rounds_total"], samples["nsq_durable_synced_publishes_total"]
+
+
+async def test_concurrent_publishers_share_fsync_rounds(servers) -> None:
+    """Group commit: 32 connections each PUB one message at a time and wait for its OK;
+    the acknowledgements come from far fewer fsync rounds than there are publishes."""
+    publishers, each = 32, 60
+    nsqd = servers.nsqd(sync_before_ack="true")
+    setup_topic(nsqd, "events", "store")
+    rounds_before, publishes_before = sync_counters(nsqd)
+    results = await asyncio.gather(*(publish(nsqd.tcp_address, "events", [b"p%02d-%04d" % (p, i) for i in range(each)],
+                                             batch=1) for p in range(publishers)))
+    acked = {body for r in results for body in r.acked}
+    assert len(acked) == publishers * each
+    rounds_after, publishes_after = sync_counters(nsqd)
+    rounds, publishes = rounds_after - rounds_before, publishes_after - publishes_before
+    assert publishes == len(acked), "every acknowledged PUB is released by exactly one counted round"
+    print(f"\n{publishes:.0f} acknowledged PUBs from {rounds:.0f} fsync rounds "
+          f"({publishes / rounds:.1f} publishes per round)")
+    assert rounds < publishes / 4, f"publishers did not share fsyncs: {rounds:.0f} rounds for {publishes:.0f} PUBs"
