@@ -365,7 +365,10 @@ class HttpApi:
                     raise HttpError(400, "INVALID_VALUE") from None
                 if not isinstance(addresses, list) or not all(isinstance(a, str) for a in addresses):
                     raise HttpError(400, "INVALID_VALUE")
-                self.nsqd.set_lookupd_addresses(addresses)
+                try:
+                    self.nsqd.set_lookupd_addresses(addresses)
+                except ValueError:  # not host:port; Go nsqd takes it and fails at every dial
+                    raise HttpError(400, "INVALID_VALUE") from None
             elif opt == "log_level":
                 level = body.decode("utf-8", "replace").strip().lower()
                 if level not in LOG_LEVELS:

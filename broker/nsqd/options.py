@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from nsq_protocol.flags import Duration
+from nsq_protocol.host_port import BroadcastHost, DialAddress, ListenAddress, OptionalDialAddress
 from nsq_protocol.logfmt import LOG_LEVELS, normalize_level
 
 
@@ -33,14 +34,14 @@ class NsqdOptions(BaseModel):
     log_level: str = Field("info", description="set log verbosity: debug, info, warn, error, or fatal")
     log_prefix: str = Field("[nsqd] ", description="log message prefix")
     log_format: Literal["text", "json"] = Field("text", description="log line format: text (NSQ's) or json")
-    tcp_address: str = Field("0.0.0.0:4150", description="<addr>:<port> to listen on for TCP clients")
-    http_address: str = Field("0.0.0.0:4151", description="<addr>:<port> to listen on for HTTP clients")
-    https_address: str = Field("0.0.0.0:4152", description="<addr>:<port> to listen on for HTTPS clients")
-    broadcast_address: str = Field(default_factory=socket.gethostname,
+    tcp_address: ListenAddress = Field("0.0.0.0:4150", description="<addr>:<port> to listen on for TCP clients")
+    http_address: ListenAddress = Field("0.0.0.0:4151", description="<addr>:<port> to listen on for HTTP clients")
+    https_address: ListenAddress = Field("0.0.0.0:4152", description="<addr>:<port> to listen on for HTTPS clients")
+    broadcast_address: BroadcastHost = Field(default_factory=socket.gethostname,
                                    description="address that will be registered with lookupd (defaults to the OS hostname)")
     broadcast_tcp_port: int = Field(0, ge=0, le=65535, description="TCP port that will be registered with lookupd (defaults to the TCP port that this nsqd is listening on)")
     broadcast_http_port: int = Field(0, ge=0, le=65535, description="HTTP port that will be registered with lookupd (defaults to the HTTP port that this nsqd is listening on)")
-    nsqlookupd_tcp_addresses: list[str] = Field(default_factory=list, json_schema_extra=_flag("lookupd-tcp-address"),
+    nsqlookupd_tcp_addresses: list[DialAddress] = Field(default_factory=list, json_schema_extra=_flag("lookupd-tcp-address"),
                                                 description="lookupd TCP address (may be given multiple times)")
     auth_http_addresses: list[str] = Field(default_factory=list, json_schema_extra=_flag("auth-http-address"),
                                            description="<addr>:<port> or a full url to query auth server (may be given multiple times)")
@@ -73,7 +74,7 @@ class NsqdOptions(BaseModel):
     queue_scan_interval: Duration = Field(0.1, gt=0, description="how often the queue scan loop samples channels")
     queue_scan_refresh_interval: Duration = Field(5.0, gt=0, description="how often the queue scan loop refreshes its channel list")
     queue_scan_selection_count: int = Field(20, ge=1, description="number of channels sampled per scan")
-    queue_scan_worker_pool_max: int = Field(4, ge=1, description="the maximum number of workers scanning channels")
+    queue_scan_worker_pool_max: int = Field(4, ge=1, description="the maximum number of workers scanning channels (nsqd's goroutine pool; here the event loop is the one worker, so it sizes nothing)")
     queue_scan_dirty_percent: float = Field(0.25, gt=0, le=1, description="scan again at once when more than this fraction of sampled channels were dirty")
 
     # messages and clients
@@ -92,7 +93,7 @@ class NsqdOptions(BaseModel):
     max_channel_consumers: int = Field(0, ge=0, description="maximum channel consumer connection count per nsqd instance (default 0, i.e., unlimited)")
 
     # statsd and latency
-    statsd_address: str = Field("", description="UDP <addr>:<port> of a statsd daemon for pushing stats")
+    statsd_address: OptionalDialAddress = Field("", description="UDP <addr>:<port> of a statsd daemon for pushing stats")
     statsd_prefix: str = Field("nsq.%s", description="prefix used for keys sent to statsd (%s for host replacement)")
     statsd_interval: Duration = Field(60.0, gt=0, description="duration between pushing to statsd")
     statsd_mem_stats: bool = Field(True, description="toggle sending memory and GC stats to statsd")

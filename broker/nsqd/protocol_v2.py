@@ -59,6 +59,7 @@ class V2Protocol(asyncio.Protocol):
         self._pump_due = False  # the commands processed freed RDY capacity
         self._dead = False
         self._last_read = time.monotonic()
+        self._next_beat = 0.0
         self._heartbeat: asyncio.TimerHandle | None = None
         # fixed for the process's life; read once rather than on every command
         self._tls_required = nsqd.options.tls_required != "false"
@@ -149,26 +150,45 @@ class V2Protocol(asyncio.Protocol):
             self.transport.close()
 
     # -- heartbeats -----------------------------------------------------------
+    # One timer per connection, due at the next heartbeat or at the read deadline (two
+    # intervals after the last bytes read, as nsqd's), whichever comes first. Reads only
+    # move _last_read: a timer that finds the deadline moved re-arms for the new one.
     def _schedule_heartbeat(self) -> None:
+        """(Re)start heartbeats: the next one is due an interval from now."""
         if self._heartbeat is not None:
             self._heartbeat.cancel()
             self._heartbeat = None
         client = self.client
         if client is None or client.heartbeat_interval <= 0 or self._dead:
             return
-        self._heartbeat = asyncio.get_running_loop().call_later(client.heartbeat_interval, self._beat)
+        self._next_beat = time.monotonic() + client.heartbeat_interval
+        self._arm_heartbeat(client.heartbeat_interval)
+
+    def _arm_heartbeat(self, interval: float) -> None:
+        due = self._next_beat
+        if not self._busy:  # a command still running is not the client's silence
+            due = min(due, self._last_read + 2 * interval)
+        delay = max(0.0, due - time.monotonic())
+        self._heartbeat = asyncio.get_running_loop().call_later(delay, self._beat)
 
     def _beat(self) -> None:
+        self._heartbeat = None
         client = self.client
-        if client is None or self._dead:
+        if client is None or self._dead or client.heartbeat_interval <= 0:
             return
-        idle = time.monotonic() - self._last_read
-        if idle > 2 * client.heartbeat_interval:
+        interval = client.heartbeat_interval
+        now = time.monotonic()
+        idle = now - self._last_read
+        if idle >= 2 * interval and not self._busy:
             log.error("PROTOCOL(V2): [%s] timed out: no command for %.1fs", client, idle)
             self._close()
             return
-        client.write_frame(FRAME_RESPONSE, HEARTBEAT)
-        self._schedule_heartbeat()
+        if now >= self._next_beat:
+            client.write_frame(FRAME_RESPONSE, HEARTBEAT)
+            self._next_beat += interval
+            if self._next_beat <= now:  # the loop fell behind: no burst of late beats
+                self._next_beat = now + interval
+        self._arm_heartbeat(interval)
 
     # -- the command loop -----------------------------------------------------
     def _process(self) -> None:
@@ -223,7 +243,7 @@ class V2Protocol(asyncio.Protocol):
             client.finished_messages(finished)
             self._pump_due = True
         for msg_id, reason in refused:
-            self._send_error(ProtocolError(E.E_FIN_FAILED, f"FIN {msg_id.decode()} failed {reason}"))
+            self._send_error(ProtocolError(E.E_FIN_FAILED, f"FIN {_shown(msg_id)} failed {reason}"))
 
     async def _finish_async(self, pending: Awaitable[bytes | None]) -> None:
         client = self.client
@@ -242,6 +262,8 @@ class V2Protocol(asyncio.Protocol):
             return
         finally:
             self._busy = False
+            # nsqd's read deadline starts when it reads again, after the command
+            self._last_read = time.monotonic()
         if not self._dead and self.transport is not None:
             self.transport.resume_reading()
             self._process()
@@ -442,7 +464,7 @@ class V2Protocol(asyncio.Protocol):
         try:
             client.channel.finish(client.id, msg_id)
         except ChannelError as e:
-            raise ProtocolError(E.E_FIN_FAILED, f"FIN {msg_id.decode()} failed {e}") from None
+            raise ProtocolError(E.E_FIN_FAILED, f"FIN {_shown(msg_id)} failed {e}") from None
         client.finished_message()
         self._pump_due = True
         return None
@@ -463,7 +485,7 @@ class V2Protocol(asyncio.Protocol):
         try:
             client.channel.requeue(client.id, msg_id, delay_ms / 1000)
         except ChannelError as e:
-            raise ProtocolError(E.E_REQ_FAILED, f"REQ {msg_id.decode()} failed {e}") from None
+            raise ProtocolError(E.E_REQ_FAILED, f"REQ {_shown(msg_id)} failed {e}") from None
         client.requeued_message()
         self._pump_due = True
         return None
@@ -475,7 +497,7 @@ class V2Protocol(asyncio.Protocol):
         try:
             client.channel.touch(client.id, msg_id, client.msg_timeout)
         except ChannelError as e:
-            raise ProtocolError(E.E_TOUCH_FAILED, f"TOUCH {msg_id.decode()} failed {e}") from None
+            raise ProtocolError(E.E_TOUCH_FAILED, f"TOUCH {_shown(msg_id)} failed {e}") from None
         return None
 
     def _cls(self, cmd: Command) -> Response:
@@ -574,6 +596,11 @@ class V2Protocol(asyncio.Protocol):
 
 
 _OK_FRAME = encode_frame(FRAME_RESPONSE, OK)
+
+
+def _shown(msg_id: bytes) -> str:
+    """A message ID from the client, for an error text: it is only known to be 16 bytes."""
+    return msg_id.decode("utf-8", "replace")
 
 
 def _failed(command: str) -> str:

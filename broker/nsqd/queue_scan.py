@@ -1,32 +1,65 @@
 """The queue scan loop: requeues timed-out in-flight messages and releases deferred ones.
 
-As in nsqd: every --queue-scan-interval, sample --queue-scan-selection-count channels at
-random and process their in-flight and deferred queues; while more than
---queue-scan-dirty-percent of the sample had work, sample again at once. The channel list
-is refreshed every --queue-scan-refresh-interval and whenever channels come or go (nsqd
+As in nsqd: every --queue-scan-interval, sample up to --queue-scan-selection-count channels
+at random and process their in-flight and deferred queues; while more than
+--queue-scan-dirty-percent of that sample had work, sample again at once (however small
+the channel list: a sample of every channel is re-taken too). The channel list is
+refreshed every --queue-scan-refresh-interval and whenever channels come or go (nsqd
 waits for the refresh; picking new channels up at once makes timeouts fire on time).
-nsqd spreads the sample over a pool of goroutines; here the event loop is the one worker,
-so --queue-scan-worker-pool-max is accepted and has nothing to size.
+
+Workers: nsqd hands the sample to a pool of goroutines sized to a quarter of the channel
+count, between 1 and --queue-scan-worker-pool-max. Here the process's one event loop is
+the only worker (processing a channel is a few heap pops and never waits, so more workers
+would only take turns on the same loop); the flag is validated (at least 1) and reported
+by /config like every option, and sizes nothing.
 """
 from __future__ import annotations
 
 import asyncio
 import random
 import time
-from typing import Callable
+from typing import Callable, Protocol, Sequence
 
-from .channel import Channel
+
+class ScannedChannel(Protocol):
+    """What the scan needs of a channel."""
+
+    exiting: bool
+
+    def process_in_flight(self, now: float) -> bool: ...
+
+    def process_deferred(self, now: float) -> bool: ...
+
+    def pump(self) -> None: ...
+
+
+class Clock(Protocol):
+    """Time as the scan sees it: the channels' deadlines are on ``now``'s scale."""
+
+    def now(self) -> float: ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class MonotonicClock:
+    def now(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
 
 
 class QueueScanner:
-    def __init__(self, list_channels: Callable[[], list[Channel]], *, interval: float,
-                 refresh_interval: float, selection_count: int, dirty_percent: float) -> None:
+    def __init__(self, list_channels: Callable[[], Sequence[ScannedChannel]], *, interval: float,
+                 refresh_interval: float, selection_count: int, dirty_percent: float,
+                 clock: Clock | None = None) -> None:
         self._list_channels = list_channels
         self.interval = interval
         self.refresh_interval = refresh_interval
         self.selection_count = selection_count
         self.dirty_percent = dirty_percent
-        self._channels: list[Channel] = []
+        self.clock: Clock = clock or MonotonicClock()
+        self._channels: Sequence[ScannedChannel] = []
         self._refreshed = 0.0
         self._stale = True
 
@@ -34,21 +67,25 @@ class QueueScanner:
         self._stale = True
 
     async def run(self) -> None:
+        sleep = self.clock.sleep
         while True:
-            await asyncio.sleep(self.interval)
+            await sleep(self.interval)
             while self.scan_once():
-                await asyncio.sleep(0)
+                await sleep(0)  # sample again at once, letting connections in between
 
     def scan_once(self) -> bool:
-        """One sample; True when enough of it was dirty to sample again at once."""
-        now = time.monotonic()
+        """One sample; True when more than the dirty fraction of it had work."""
+        now = self.clock.now()
         if self._stale or now - self._refreshed >= self.refresh_interval:
             self._channels = self._list_channels()
             self._refreshed, self._stale = now, False
         channels = self._channels
         if not channels:
             return False
-        sample = channels if len(channels) <= self.selection_count else random.sample(channels, self.selection_count)
+        if len(channels) <= self.selection_count:
+            sample = channels
+        else:
+            sample = random.sample(channels, self.selection_count)
         dirty = 0
         for channel in sample:
             if channel.exiting:
@@ -58,4 +95,4 @@ class QueueScanner:
             if worked:
                 dirty += 1
                 channel.pump()
-        return len(sample) < len(channels) and dirty / len(sample) > self.dirty_percent
+        return dirty / len(sample) > self.dirty_percent

@@ -172,6 +172,7 @@ def _one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
     (["--no-such-flag"], "no-such-flag"),
     (["--mem-queue-size"], "mem-queue-size"),
     (["--tls-required=sometimes"], "tls-required"),
+    (["--queue-scan-worker-pool-max=0"], "queue-scan-worker-pool-max"),
 ])
 def test_bad_flags_exit_non_zero_with_one_line_naming_the_flag(args: list[str], named: str,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
@@ -194,6 +195,53 @@ def test_bad_config_file_values_exit_non_zero_naming_the_option(tmp_path: Path,
     config.write_text("this is = not [toml\n")
     assert cli.main(["-config", str(config)]) != 0
     assert str(config) in _one_error_line(capsys)
+
+
+@pytest.mark.parametrize("args,named", [
+    (["--tcp-address=garbage"], "tcp-address"),
+    (["--tcp-address=127.0.0.1:port"], "tcp-address"),
+    (["--http-address=127.0.0.1:65536"], "http-address"),
+    (["--https-address=::1:4152"], "https-address"),            # IPv6 hosts go in brackets
+    (["--https-address=[::1:4152"], "https-address"),
+    (["--statsd-address=statsd"], "statsd-address"),
+    (["--lookupd-tcp-address=127.0.0.1:4160", "--lookupd-tcp-address=lookupd"], "lookupd-tcp-address"),
+    (["--lookupd-tcp-address=127.0.0.1:0"], "lookupd-tcp-address"),
+    (["--broadcast-address="], "broadcast-address"),
+    (["--broadcast-address=127.0.0.1:4150"], "broadcast-address"),  # a host: the ports are flags of their own
+])
+def test_bad_addresses_are_refused_naming_the_flag(args: list[str], named: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    # load_options, not main: with a bad address taken, main would start a server
+    assert cli.load_options(args) == 2
+    line = _one_error_line(capsys)
+    assert line.startswith("nsqd: ") and f"-{named}" in line, line
+
+
+def test_a_bad_address_in_the_config_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "nsqd.toml"
+    config.write_text('http_address = "localhost"\n')
+    assert cli.load_options([f"--config={config}"]) == 2
+    assert "-http-address" in _one_error_line(capsys)
+
+
+def test_addresses_in_every_form_go_accepts() -> None:
+    options = cli.load_options([
+        "--tcp-address=[::1]:0", "--http-address=:4151", "--https-address=localhost:65535",
+        "--broadcast-address=::1", "--statsd-address=statsd.monitoring:8125",
+        "--lookupd-tcp-address=lookupd-0.lookupd.nsq.svc:4160", "--lookupd-tcp-address=[fe80::1]:4160"])
+    assert isinstance(options, NsqdOptions)
+    assert (options.tcp_address, options.http_address, options.https_address) == (
+        "[::1]:0", ":4151", "localhost:65535")
+    assert options.nsqlookupd_tcp_addresses == ["lookupd-0.lookupd.nsq.svc:4160", "[fe80::1]:4160"]
+    assert options.statsd_address == "statsd.monitoring:8125" and options.broadcast_address == "::1"
+    assert isinstance(cli.load_options(["--statsd-address="]), NsqdOptions)  # empty: no statsd
+
+
+def test_a_port_out_of_range_exits_2_from_a_real_process() -> None:
+    result = run("--tcp-address=127.0.0.1:70000")
+    assert result.returncode == 2, result
+    assert result.stdout == "" and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "-tcp-address" in result.stderr and "70000" in result.stderr
 
 
 # -- with a server -----------------------------------------------------------------------

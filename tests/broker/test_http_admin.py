@@ -176,6 +176,7 @@ def test_config_put_lookupd_addresses_round_trips(own: Nsqd) -> None:
 @pytest.mark.parametrize("opt,body,expected", [
     ("log_level", b"loud", (400, "INVALID_VALUE")),
     ("nsqlookupd_tcp_addresses", b'{"not": "a list"}', (400, "INVALID_VALUE")),
+    ("nsqlookupd_tcp_addresses", b'["garbage"]', (400, "INVALID_VALUE")),  # not host:port
     ("log_level", b"", (413, "INVALID_VALUE")),
     ("mem_queue_size", b"5", (400, "INVALID_OPTION")),   # only two options can be changed
     ("no_such_option", b"1", (400, "INVALID_OPTION")),

@@ -1,5 +1,5 @@
 """Heartbeats: sent at the negotiated interval, and a client that sends nothing for two
-intervals is dropped; any command (not only NOP) counts as a sign of life.
+intervals is dropped at that moment; any command (not only NOP) counts as a sign of life.
 
 Each scenario takes seconds of wall time (1s is the shortest interval IDENTIFY accepts)
 and they share nothing but the server, so one test runs them side by side."""
@@ -33,10 +33,37 @@ def silent_client_gets_heartbeats_then_is_dropped_after_two_intervals(nsqd: Nsqd
         beats.append(time.monotonic() - last_command)
     assert closed_after is not None, "nsqd kept a silent client"
     # nsqd's read deadline is two intervals after the last command: the heartbeat due at
-    # that same moment may or may not make it out first
+    # that same moment may or may not make it out first (the clock started once the
+    # answer to IDENTIFY was in, a little after nsqd read it)
     assert len(beats) >= 1, beats
     assert 0.8 <= beats[0] <= 1.6, beats
-    assert 1.9 <= closed_after <= 3.6, closed_after
+    assert 1.9 <= closed_after <= 2.6, closed_after
+
+
+def client_silent_between_heartbeats_is_dropped_two_intervals_after_its_last_command(
+        nsqd: Nsqd, connect: Connect, topic: str) -> None:
+    """The last command comes a fifth of an interval after a heartbeat, so the read
+    deadline falls between two heartbeats: the drop is at the deadline (2s after the
+    command), not at the first heartbeat after it (2.8s)."""
+    conn = connect(nsqd, auto_nop=False)
+    conn.negotiate({"heartbeat_interval": 1000})
+    frame = conn.read_frame(timeout=2)
+    assert frame.is_response and frame.data == HEARTBEAT, frame
+    conn.expect_silence(0.2)
+    last_command = time.monotonic()  # before nsqd can read it: the bounds below are safe
+    conn.nop()
+    closed_after = None
+    while closed_after is None and time.monotonic() - last_command < 8:
+        try:
+            frame = conn.read_frame(timeout=1)
+        except Silent:
+            continue
+        except Closed:
+            closed_after = time.monotonic() - last_command
+            break
+        assert frame.is_response and frame.data == HEARTBEAT, frame
+    assert closed_after is not None, "nsqd kept a silent client"
+    assert 2.0 <= closed_after <= 2.6, closed_after  # never before two intervals
 
 
 def any_command_keeps_a_client_alive(nsqd: Nsqd, connect: Connect, topic: str) -> None:
@@ -82,6 +109,7 @@ def heartbeats_go_to_a_consumer_between_messages(nsqd: Nsqd, connect: Connect, t
 
 
 SCENARIOS = [silent_client_gets_heartbeats_then_is_dropped_after_two_intervals,
+             client_silent_between_heartbeats_is_dropped_two_intervals_after_its_last_command,
              any_command_keeps_a_client_alive, heartbeats_go_to_a_consumer_between_messages]
 
 
