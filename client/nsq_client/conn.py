@@ -338,7 +338,7 @@ class Connection:
         try:
             self.send(cmd.touch(message.id))
         except NotConnectedError:
-            log.warning("(%s) cannot TOUCH %s: connection closed", self.address, message.id.decode())
+            log.warning("(%s) cannot TOUCH %s: connection closed", self.address, message.id.decode(errors="replace"))
 
     def _answer(self, command: bytes) -> None:
         try:
