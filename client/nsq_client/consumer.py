@@ -158,7 +158,7 @@ class Consumer(ConnectionDelegate):
             if nodes is not None:
                 self._on_lookupd_nodes(nodes)
                 await asyncio.gather(*self._dialing.values(), return_exceptions=True)
-            self._poller.start()
+            self._poller.start(first_round_done=True)
 
     def _check_can_connect(self) -> None:
         if self._stopping:

@@ -94,9 +94,12 @@ class LookupdPoller:
                                                timeout=self.config.lookupd_poll_timeout or 300)
         return True
 
-    def start(self) -> None:
+    def start(self, *, first_round_done: bool = False) -> None:
+        """Poll in the background: a round now, then the random start offset, then a round
+        every interval. ``first_round_done``: the caller has just made the opening round
+        itself with :meth:`poll`, so the loop begins with the offset instead of a query."""
         if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="nsq-lookupd-poll")
+            self._task = asyncio.create_task(self._run(first_round_done), name="nsq-lookupd-poll")
 
     def recheck(self) -> None:
         """Poll again now instead of at the next interval (a connection was lost)."""
@@ -120,9 +123,10 @@ class LookupdPoller:
                 found.setdefault(node.tcp_address, node)
         return list(found.values()) if answered else None
 
-    async def _run(self) -> None:
+    async def _run(self, first_round_done: bool) -> None:
         interval = self.config.lookupd_poll_interval
-        await self._round()
+        if not first_round_done:
+            await self._round()
         await self._wait(self._rng.random() * self.config.lookupd_poll_jitter * interval)
         while True:
             await self._wait(interval)

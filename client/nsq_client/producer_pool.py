@@ -103,7 +103,7 @@ class ProducerPool:
                 return
             if found is not None:
                 self._on_lookupd_nodes(found)
-            self._poller.start()
+            self._poller.start(first_round_done=True)
         await asyncio.gather(*(self._connect_node(n) for n in list(self._nodes.values())))
 
     async def _connect_node(self, node: _Node) -> None:

@@ -142,7 +142,15 @@ async def test_a_new_connection_during_backoff_stays_at_rdy_0(nsqd_trio: list[Ns
             await failed.wait()
         await eventually(lambda: consumer.stats().messages_requeued == 1)
         await consumer.connect_to_nsqd(proxy.address)  # backoff wait is 10 s: still inside it
-        assert proxy.connections[0].rdy_counts() == []
+        # stopping sends CLS on the new connection after anything connecting sent on it;
+        # the proxy sees one connection's commands in order, so once it has CLS it has
+        # every RDY the consumer sent there while connecting
+        await consumer.stop()
+        wire = proxy.connections[0]
+        await eventually(lambda: "CLS" in wire.names(), timeout=5, message="CLS on the new connection")
+        before_cls = wire.sent[:wire.names().index("CLS")]
+        assert "SUB" in [s.name for s in before_cls]
+        assert [s.params for s in before_cls if s.name == "RDY" and int(s.params[0]) > 0] == []
     finally:
         await consumer.stop()
         await proxy.close()

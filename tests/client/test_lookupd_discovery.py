@@ -14,6 +14,7 @@ from nsq_client import Config, Consumer, LookupdAdmin, Message, NsqdNode, Produc
 from nsq_client.lookup import LookupdPoller, nodes_with_topic
 from tests.client.conftest import nsqd_starter
 from tests.client.helpers import channel_stats, eventually, topic_message_count
+from tests.client.http_recorder import RecordingHttpProxy
 from tests.conftest import Servers
 from tests.servers import Nsqd, Nsqlookupd
 
@@ -182,3 +183,32 @@ async def test_polls_follow_the_interval_after_a_random_start_offset(
         assert interval * 0.95 <= second_gap <= interval + 0.1
         offsets.append(first_gap - interval)
     assert max(offsets) - min(offsets) > 0.01  # the pollers did not start in step
+
+
+async def test_lookupd_is_queried_once_at_start_then_after_the_offset_and_the_interval(
+        lookupd_pair: tuple[Nsqlookupd, list[Nsqd]], topic: str) -> None:
+    """As go-nsq does: one query when connecting, then the random start offset (up to
+    jitter x interval), then one query every interval; never a second query at once."""
+    lookupd, _ = lookupd_pair
+    interval, jitter = 0.3, 0.5
+    config = Config(lookupd_poll_interval=interval, lookupd_poll_jitter=jitter)
+    proxy = await RecordingHttpProxy(lookupd.http_address).start()
+
+    async def handler(message: Message) -> None:
+        pass
+
+    consumer = Consumer(topic, "ch", config, handler=handler)
+    pool = ProducerPool(lookupd_addresses=[proxy.address], config=config)
+    try:
+        await consumer.connect_to_lookupd(proxy.address)  # the consumer asks /lookup
+        await pool.connect()  # the pool asks /nodes
+        await eventually(lambda: len(proxy.times("/lookup")) >= 3 and len(proxy.times("/nodes")) >= 3,
+                         timeout=5, message="three queries from each")
+    finally:
+        await consumer.stop()
+        await pool.stop()
+        await proxy.close()
+    for path in ("/lookup", "/nodes"):
+        first, second, third = proxy.times(path)[:3]
+        assert interval * 0.95 <= second - first <= interval * (1 + jitter) + 0.2, (path, second - first)
+        assert interval * 0.95 <= third - second <= interval + 0.2, (path, third - second)

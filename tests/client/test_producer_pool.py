@@ -6,7 +6,8 @@ import asyncio
 
 import pytest
 
-from nsq_client import Config, Consumer, Message, ProducerPool, PublishError
+from nsq_client import Config, Consumer, Message, ProducerPool, PublishError, ServerError
+from tests.client.conftest import StartNsqd
 from tests.client.helpers import eventually, topic_message_count
 from tests.servers import HOST, Nsqd, free_port
 
@@ -90,7 +91,7 @@ async def test_a_publish_fails_with_every_cause_when_no_nsqd_is_reachable() -> N
         await pool.stop()
 
 
-async def test_bad_arguments_are_not_retried_elsewhere(nsqd_trio: list[Nsqd], topic: str) -> None:
+async def test_arguments_the_client_refuses_never_reach_a_node(nsqd_trio: list[Nsqd], topic: str) -> None:
     shared_nsqd = nsqd_trio[0]
     async with ProducerPool([shared_nsqd.tcp_address], FAST) as pool:
         with pytest.raises(ValueError):
@@ -98,6 +99,40 @@ async def test_bad_arguments_are_not_retried_elsewhere(nsqd_trio: list[Nsqd], to
         with pytest.raises(ValueError):
             await pool.publish("bad topic", b"x")
         assert pool.nodes == {shared_nsqd.tcp_address: True}
+
+
+async def test_a_publish_nsqd_refuses_is_not_retried_elsewhere_and_leaves_the_node_up(
+        start_nsqd: StartNsqd, topic: str) -> None:
+    """nsqd's own refusal (E_BAD_MESSAGE: over its --max-msg-size, which the client does not
+    check) reaches the caller, is not tried on another node, and the node stays in the
+    rotation. A node that is gone, by contrast, is skipped: the publish moves on (see also
+    test_failover_when_an_nsqd_is_killed_loses_no_acknowledged_message)."""
+    # only the first node refuses 100-byte bodies: a retry on the second would be stored there
+    strict, lenient = await asyncio.gather(asyncio.to_thread(start_nsqd, max_msg_size=64),
+                                           asyncio.to_thread(start_nsqd))
+    nsqds = [strict, lenient]
+    # probes wait 1 s, far longer than this test takes to see a node marked down
+    pool = ProducerPool([n.tcp_address for n in nsqds], Config(dial_timeout=1))
+    try:
+        await pool.connect()
+        with pytest.raises(ServerError) as refused:
+            await pool.publish(topic, b"x" * 100)  # the first in the rotation: strict
+        assert refused.value.code == "E_BAD_MESSAGE"
+        assert pool.nodes == {strict.tcp_address: True, lenient.tcp_address: True}
+        assert await counts(nsqds, topic) == [0, 0]
+
+        # the rotation goes on from where it was, the refusing node included
+        for i in range(4):
+            await pool.publish(topic, b"%d" % i)
+        assert await counts(nsqds, topic) == [2, 2]
+
+        await asyncio.to_thread(strict.kill)
+        await pool.publish(topic, b"to lenient in turn")
+        await pool.publish(topic, b"strict's turn, moved on")
+        assert pool.nodes == {strict.tcp_address: False, lenient.tcp_address: True}
+        assert await topic_message_count(lenient, topic) == 4
+    finally:
+        await pool.stop()
 
 
 def test_a_pool_needs_somewhere_to_publish() -> None:
