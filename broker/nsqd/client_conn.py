@@ -201,7 +201,7 @@ class ClientConn:
             "tls_cipher_suite": tls_info.cipher()[0] if tls_info else "",
             "tls_version": tls_info.version() if tls_info else "",
             "tls_negotiated_protocol": (tls_info.selected_alpn_protocol() or "") if tls_info else "",
-            "tls_negotiated_protocol_is_mutual": False,
+            "tls_negotiated_protocol_is_mutual": self.tls,  # Go's is always true under TLS
         }
 
     def __repr__(self) -> str:

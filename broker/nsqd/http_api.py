@@ -12,14 +12,13 @@ from nsq_protocol.commands import parse_mpub_body
 from nsq_protocol.errors import ProtocolError
 from nsq_protocol.flags import is_duration_field
 from nsq_protocol.names import is_valid_channel_name, is_valid_topic_name
-from nsq_protocol.prometheus import Exposition
 
 from . import metrics as metrics_module
 from . import stats as stats_module
 from .diskqueue import DiskQueueError
 from .drain import DrainRefused
 from .handoff import parse_targets
-from .group_commit import GroupCommitter, SyncError
+from .group_commit import SyncError
 from .options import LOG_LEVELS, NsqdOptions
 
 if TYPE_CHECKING:
@@ -81,19 +80,6 @@ async def read_body(request: web.Request, limit: int) -> bytes | None:
             return None
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-def group_commit_metrics(committer: GroupCommitter) -> str:
-    """Durable mode's fsync rounds for Prometheus: publishes per round shows how many
-    publishers shared each fsync."""
-    out = Exposition()
-    out.counter("nsq_durable_sync_rounds_total",
-                "Durable mode: fsync rounds (group commits) that acknowledged at least one publish.", {},
-                committer.acknowledging_rounds)
-    out.counter("nsq_durable_synced_publishes_total",
-                "Durable mode: publish commands (PUB, MPUB, DPUB, HTTP pub and mpub) acknowledged by those rounds.",
-                {}, committer.acknowledged_publishes)
-    return out.render()
 
 
 def _arg(request: web.Request, name: str) -> str | None:
@@ -269,9 +255,7 @@ class HttpApi:
     async def metrics(self, request: web.Request) -> web.Response:
         """Beyond NSQ: the same numbers for Prometheus."""
         doc = stats_module.collect(self.nsqd, include_clients=False, include_mem=True)
-        body = metrics_module.render(doc, clients=len(self.nsqd.clients))
-        if self.nsqd.committer is not None:
-            body += group_commit_metrics(self.nsqd.committer)
+        body = metrics_module.render(doc, clients=len(self.nsqd.clients), durable=self.nsqd.committer)
         return web.Response(body=body.encode(), headers={"Content-Type": metrics_module.CONTENT_TYPE})
 
     # -- topics ---------------------------------------------------------------

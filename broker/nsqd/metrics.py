@@ -6,9 +6,12 @@ Labels are ``topic`` and ``channel``.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nsq_protocol.prometheus import CONTENT_TYPE, Exposition, escape_label
+
+if TYPE_CHECKING:
+    from .group_commit import GroupCommitter
 
 __all__ = ["CONTENT_TYPE", "escape_label", "render"]
 
@@ -47,8 +50,9 @@ def _channel(out: Exposition, topic_name: str, channel: dict[str, Any]) -> None:
                 labels, channel["e2e_processing_latency"])
 
 
-def render(doc: dict[str, Any], clients: int) -> str:
-    """``doc`` is /stats' JSON document (stats.collect); ``clients`` the TCP connections."""
+def render(doc: dict[str, Any], clients: int, durable: "GroupCommitter | None" = None) -> str:
+    """``doc`` is /stats' JSON document (stats.collect); ``clients`` the TCP connections;
+    ``durable`` the group committer of --sync-before-ack, when it is on."""
     out = Exposition()
     out.gauge("nsq_info", "Always 1; the labels say which nsqd this is.", {"version": doc["version"]}, 1)
     out.gauge("nsq_healthy", "1 while /ping answers OK.", {}, doc["health"] == "OK")
@@ -63,6 +67,19 @@ def render(doc: dict[str, Any], clients: int) -> str:
     memory = doc.get("memory")
     if memory:
         out.gauge("nsq_memory_heap_objects", "Objects allocated by the interpreter.", {}, memory["heap_objects"])
-        out.gauge("nsq_memory_resident_bytes", "Resident memory of the process.", {}, memory["heap_in_use_bytes"])
+        out.gauge("nsq_memory_resident_bytes", "Resident anonymous memory of the process (its heap).", {},
+                  memory["heap_in_use_bytes"])
+        out.gauge("nsq_memory_heap_idle_bytes", "Bytes malloc holds free for reuse.", {}, memory["heap_idle_bytes"])
+        for percent, quantile in ((100, "1"), (99, "0.99"), (95, "0.95")):
+            out.gauge("nsq_gc_pause_seconds", "Garbage collection pauses over the last 256 collections.",
+                      {"quantile": quantile}, memory[f"gc_pause_usec_{percent}"] / 1e6)
         out.counter("nsq_gc_runs_total", "Garbage collections run.", {}, memory["gc_total_runs"])
+    if durable is not None:
+        # publishes per round is how many publishers shared each fsync
+        out.counter("nsq_durable_sync_rounds_total",
+                    "Durable mode: fsync rounds (group commits) that acknowledged at least one publish.", {},
+                    durable.acknowledging_rounds)
+        out.counter("nsq_durable_synced_publishes_total",
+                    "Durable mode: publish commands (PUB, MPUB, DPUB, HTTP pub and mpub) acknowledged by those rounds.",
+                    {}, durable.acknowledged_publishes)
     return out.render()

@@ -1,8 +1,6 @@
 """/stats: nsqd's numbers as JSON (NSQ's shape) and as NSQ's plain-text report."""
 from __future__ import annotations
 
-import gc
-import resource
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -10,6 +8,7 @@ from typing import TYPE_CHECKING
 from . import e2e_latency
 from .channel import Channel
 from .e2e_latency import LatencyWindow
+from .memory import memory_stats
 from .topic import Topic
 
 if TYPE_CHECKING:
@@ -57,24 +56,6 @@ def topic_stats(topic: Topic, channel_filter: str, include_clients: bool,
         "message_bytes": topic.message_bytes,
         "paused": topic.paused,
         "e2e_processing_latency": e2e_latency.percentiles(_windows(chosen), percentiles),
-    }
-
-
-def _rss_bytes() -> int:
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * resource.getpagesize()
-    except OSError:
-        return 0
-
-
-def memory_stats() -> dict:
-    """The Python process's memory, under nsqd's key names where one fits."""
-    return {
-        "heap_objects": sys.getallocatedblocks(),
-        "heap_in_use_bytes": _rss_bytes(),
-        "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        "gc_total_runs": sum(s["collections"] for s in gc.get_stats()),
     }
 
 

@@ -9,12 +9,8 @@ broadcast address and HTTP port with ``.`` and ``:`` turned into ``_``.
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
-import math
 import socket
-import time
-from collections import deque
 from typing import Any, Callable
 
 log = logging.getLogger("nsqd")
@@ -93,43 +89,12 @@ def stats_lines(topics: list[dict[str, Any]], last_topics: list[dict[str, Any]],
     return lines
 
 
-def percentile(sorted_values: list[float], percent: float) -> float:
-    """nsqd's pick for GC pauses: the element at round(percent% of the length)."""
-    if not sorted_values:
-        return 0.0
-    index = min(len(sorted_values) - 1, int(math.floor(percent / 100 * len(sorted_values) + 0.5)))
-    return sorted_values[index]
-
-
-class GcPauses:
-    """Durations of the interpreter's last 256 garbage collections (Go keeps as many)."""
-
-    def __init__(self) -> None:
-        self.pauses: deque[float] = deque(maxlen=256)
-        self._started = 0.0
-
-    def _callback(self, phase: str, info: dict[str, Any]) -> None:
-        if phase == "start":
-            self._started = time.perf_counter()
-        elif self._started:
-            self.pauses.append(time.perf_counter() - self._started)
-
-    def install(self) -> None:
-        gc.callbacks.append(self._callback)
-
-    def remove(self) -> None:
-        if self._callback in gc.callbacks:
-            gc.callbacks.remove(self._callback)
-
-
-def memory_lines(memory: dict[str, Any], last_gc_runs: int, pauses: list[float]) -> list[Line]:
-    ordered = sorted(pauses)
-    return [gauge("mem.heap_objects", memory["heap_objects"]),
-            gauge("mem.heap_in_use_bytes", memory["heap_in_use_bytes"]),
-            gauge("mem.gc_pause_usec_100", int(percentile(ordered, 100) * 1e6)),
-            gauge("mem.gc_pause_usec_99", int(percentile(ordered, 99) * 1e6)),
-            gauge("mem.gc_pause_usec_95", int(percentile(ordered, 95) * 1e6)),
-            counter("mem.gc_runs", memory["gc_total_runs"] - last_gc_runs)]
+def memory_lines(memory: dict[str, Any], last_gc_runs: int) -> list[Line]:
+    """nsqd's ``mem.*`` lines from /stats' memory section (memory.py says what each means)."""
+    gauges = ["heap_objects", "heap_idle_bytes", "heap_in_use_bytes", "heap_released_bytes",
+              "gc_pause_usec_100", "gc_pause_usec_99", "gc_pause_usec_95", "next_gc_bytes"]
+    return ([gauge(f"mem.{name}", memory[name]) for name in gauges]
+            + [counter("mem.gc_runs", memory["gc_total_runs"] - last_gc_runs)])
 
 
 def pack(lines: list[Line], prefix: str, packet_size: int) -> list[bytes]:
@@ -165,24 +130,18 @@ class StatsdPusher:
         self._collect = collect
         self._last_topics: list[dict[str, Any]] = []
         self._last_gc_runs = 0
-        self._gc = GcPauses()
 
     async def run(self) -> None:
-        if self.mem_stats:
-            self._gc.install()
-        try:
-            while True:
-                await asyncio.sleep(self.interval)
-                await self.push_once()
-        finally:
-            self._gc.remove()
+        while True:
+            await asyncio.sleep(self.interval)
+            await self.push_once()
 
     def lines(self) -> list[Line]:
         doc = self._collect()
         lines = stats_lines(doc["topics"], self._last_topics, self.exclude_ephemeral)
         self._last_topics = doc["topics"]
         if self.mem_stats and "memory" in doc:
-            lines += memory_lines(doc["memory"], self._last_gc_runs, list(self._gc.pauses))
+            lines += memory_lines(doc["memory"], self._last_gc_runs)
             self._last_gc_runs = doc["memory"]["gc_total_runs"]
         return lines
 

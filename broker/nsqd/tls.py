@@ -4,6 +4,7 @@ from __future__ import annotations
 import ssl
 
 from .options import NsqdOptions
+from .tls_any_client_cert import require_any_client_certificate
 
 _VERSIONS = {
     "ssl3.0": ssl.TLSVersion.TLSv1,  # SSLv3 is gone from OpenSSL; TLS 1.0 is the floor
@@ -18,10 +19,10 @@ def server_context(opts: NsqdOptions) -> ssl.SSLContext | None:
     """The server context, or None when no certificate is configured.
 
     ``--tls-client-auth-policy`` as nsqd reads it: none asks for no client certificate
-    (``--tls-root-ca-file`` is then unused); ``require-verify`` demands one signed by the
-    root CA file (the system's CAs without one). ``require`` asks nsqd to accept any
-    certificate, even one it cannot verify; Python's ssl cannot request a certificate
-    without verifying it, so ours verifies it like ``require-verify``.
+    (``--tls-root-ca-file`` is then unused); ``require`` demands a certificate but
+    accepts any, verified or not (Go's RequireAnyClientCert, see tls_any_client_cert);
+    ``require-verify`` demands one signed by the root CA file, or by the system's CAs
+    without one (Go's RequireAndVerifyClientCert).
     """
     if not opts.tls_enabled:
         return None
@@ -34,6 +35,8 @@ def server_context(opts: NsqdOptions) -> ssl.SSLContext | None:
         else:
             ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
         ctx.verify_mode = ssl.CERT_REQUIRED
+        if opts.tls_client_auth_policy == "require":
+            require_any_client_certificate(ctx)
     else:
         ctx.verify_mode = ssl.CERT_NONE
     return ctx

@@ -29,14 +29,16 @@ def base_url(address: str) -> str:
 
 class _HttpApi:
     def __init__(self, address: str, *, session: aiohttp.ClientSession | None = None,
-                 timeout: float = 5.0, ssl_context: ssl.SSLContext | None = None) -> None:
-        """``ssl_context`` for an ``https://`` address (CA to trust, client certificate)."""
+                 timeout: float = 5.0, connect_timeout: float | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
+        """``timeout`` bounds a whole request, ``connect_timeout`` (when given) its TCP
+        connect; ``ssl_context`` for an ``https://`` address (CA to trust, client certificate)."""
         self.address = address
         self.url = base_url(address)
         self._ssl: ssl.SSLContext | bool = ssl_context if ssl_context is not None else True
         self._session = session
         self._owns_session = session is None
-        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._timeout = aiohttp.ClientTimeout(total=timeout, sock_connect=connect_timeout)
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:

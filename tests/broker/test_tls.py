@@ -3,6 +3,7 @@ client certificates, --tls-required on TCP and HTTP, and the HTTPS listener.
 Certificates are made for each test module by tests/broker/certs.py."""
 from __future__ import annotations
 
+import datetime
 import json
 import ssl
 import subprocess
@@ -11,8 +12,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
-from tests.broker.certs import Pki, make_pki
+from tests.broker.certs import CertFiles, Pki, make_pki
 from tests.broker.tls_nsqd import TlsNsqd
 from tests.broker.tls_wire import TlsWireConn
 from tests.broker.wire import Closed
@@ -50,6 +55,38 @@ def tls_nsqd(module_start: StartNsqd) -> TlsNsqd:
 def verify_nsqd(module_start: StartNsqd, pki: Pki) -> TlsNsqd:
     """Client certificates signed by the test CA required (which implies TLS required)."""
     return module_start(tls_client_auth_policy="require-verify", tls_root_ca_file=str(pki.ca))
+
+
+@pytest.fixture(scope="module")
+def any_cert_nsqd(module_start: StartNsqd, pki: Pki) -> TlsNsqd:
+    """``require``: a client certificate is demanded, any will do (the root CA is given
+    too, as operators do, and must not narrow what is accepted)."""
+    return module_start(tls_client_auth_policy="require", tls_root_ca_file=str(pki.ca))
+
+
+@pytest.fixture(scope="module")
+def self_signed(tmp_path_factory: pytest.TempPathFactory) -> CertFiles:
+    """A client certificate that signs itself: no CA vouches for it."""
+    directory = tmp_path_factory.mktemp("self-signed")
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "selfie")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .sign(key, hashes.SHA256()))
+    files = CertFiles(directory / "selfie.pem", directory / "selfie.key")
+    files.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    files.key.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                            serialization.NoEncryption()))
+    return files
+
+
+def channel_clients(server: TlsNsqd, topic: str) -> list[dict[str, Any]]:
+    status, body = server.https("GET", f"/stats?format=json&topic={topic}")
+    assert status == 200
+    return [c for t in json.loads(body)["topics"] for ch in t["channels"] for c in ch["clients"]]
 
 
 @pytest.fixture
@@ -94,6 +131,7 @@ def test_tls_upgrade_confirms_with_ok_over_tls_and_carries_messages(tls_nsqd: Tl
 
     clients = [c for t in tls_nsqd.stats()["topics"] for ch in t["channels"] for c in ch["clients"]]
     assert clients and all(c["tls"] is True and c["tls_version"].startswith("TLS") for c in clients)
+    assert all(c["tls_negotiated_protocol_is_mutual"] is True for c in clients)
 
 
 @pytest.mark.parametrize("compression", ["snappy", "deflate"])
@@ -121,8 +159,13 @@ def test_tls_offered_but_not_asked_for_stays_plain(tls_nsqd: TlsNsqd, conns) -> 
     conn = conns(tls_nsqd)
     answer = conn.negotiate({})
     assert answer["tls_v1"] is False
-    conn.pub(topic_name(), b"plain")
+    topic = topic_name()
+    conn.pub(topic, b"plain")
     conn.expect_ok()
+    conn.sub(topic, "ch")
+    conn.expect_ok()
+    [client] = channel_clients(tls_nsqd, topic)
+    assert client["tls"] is False and client["tls_negotiated_protocol_is_mutual"] is False
 
 
 def test_server_certificate_verifies_against_the_ca(tls_nsqd: TlsNsqd, pki: Pki, conns, tmp_path: Path) -> None:
@@ -173,9 +216,42 @@ def test_missing_client_certificate_is_refused(verify_nsqd: TlsNsqd, pki: Pki, c
         conns(verify_nsqd).negotiate_tls(pki.client_context())
 
 
-def test_client_certificate_from_an_unknown_ca_is_refused(verify_nsqd: TlsNsqd, pki: Pki, conns) -> None:
+@pytest.mark.parametrize("who", ["stranger", "self_signed"])
+def test_client_certificate_from_an_unknown_ca_is_refused(verify_nsqd: TlsNsqd, pki: Pki, conns,
+                                                          self_signed: CertFiles, who: str) -> None:
+    cert = pki.stranger if who == "stranger" else self_signed
     with pytest.raises((ssl.SSLError, Closed, ConnectionError)):
-        conns(verify_nsqd).negotiate_tls(pki.client_context(with_cert=pki.stranger))
+        conns(verify_nsqd).negotiate_tls(pki.client_context(with_cert=cert))
+
+
+@pytest.mark.parametrize("who", ["self_signed", "stranger", "client"])
+def test_require_accepts_any_client_certificate(any_cert_nsqd: TlsNsqd, pki: Pki, conns,
+                                                self_signed: CertFiles, who: str) -> None:
+    """Go's RequireAnyClientCert: the certificate is demanded, not verified."""
+    cert = {"self_signed": self_signed, "stranger": pki.stranger, "client": pki.client}[who]
+    producer, consumer = conns(any_cert_nsqd), conns(any_cert_nsqd)
+    for conn in (producer, consumer):
+        conn.negotiate_tls(pki.client_context(with_cert=cert))
+    topic = topic_name()
+    consumer.sub(topic, "ch")
+    consumer.expect_ok()
+    consumer.rdy(1)
+    producer.pub(topic, b"any certificate")
+    producer.expect_ok()
+    msg = consumer.read_message()
+    assert msg.body == b"any certificate"
+    consumer.fin(msg.id)
+    [client] = channel_clients(any_cert_nsqd, topic)
+    assert client["tls"] is True
+
+
+def test_require_refuses_a_client_without_a_certificate(any_cert_nsqd: TlsNsqd, pki: Pki, conns) -> None:
+    conn = conns(any_cert_nsqd)
+    with pytest.raises((ssl.SSLError, Closed, ConnectionError)):
+        conn.negotiate_tls(pki.client_context())
+        conn.pub(topic_name(), b"no certificate")  # TLS 1.3 lets the client finish first
+        conn.expect_ok()
+    assert conn.closed_within(10)
 
 
 def test_client_auth_policy_makes_tls_required(verify_nsqd: TlsNsqd, conns) -> None:

@@ -8,8 +8,11 @@ from __future__ import annotations
 import asyncio
 import re
 import signal
+import socket
 import subprocess
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -256,6 +259,103 @@ def test_nsq_stat_sums_a_cluster_from_lookupd_or_nsqd_addresses(cluster: Cluster
     assert b"failed to find channel(nobody) in stats metadata for topic(orders)" in missing.stderr
 
 
+def test_nsq_stat_status_every_is_the_deprecated_interval(shared_nsqd: Nsqd, topic: str) -> None:
+    """NSQ's --status-every is a duration that replaces --interval: with an hour-long
+    --interval the run only ends in time if the 50ms --status-every is the interval."""
+    create_channel(shared_nsqd, topic, "work")
+    result = run_tool("stat", f"--topic={topic}", "--channel=work", "--interval=1h", "--status-every=50ms",
+                      "--count=2", f"--nsqd-http-address={shared_nsqd.http_address}")
+    assert result.returncode == 0, result.stderr
+    assert b"--status-every is deprecated, use --interval" in result.stderr
+    assert stat_rows(result.stdout) == [[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]] * 2
+
+
+def test_nsq_stat_repeats_the_header_every_25_polls(shared_nsqd: Nsqd, topic: str) -> None:
+    create_channel(shared_nsqd, topic, "work")
+    result = run_tool("stat", f"--topic={topic}", "--channel=work", "--interval=10ms", "--count=26",
+                      f"--nsqd-http-address={shared_nsqd.http_address}")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.decode().splitlines()
+    # poll 0: header only (the baseline); polls 1-24: a row each; poll 25: header and row; poll 26: row
+    headers = [i for i, line in enumerate(lines) if line in STAT_HEADER]
+    assert headers == [0, 1, 26, 27] and len(lines) == 30
+
+
+class SilentHttpServer:
+    """Takes connections on 127.0.0.1 and reads requests without ever answering; notes when
+    the first request arrived and when its client hung up."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.address = "127.0.0.1:%d" % self.listener.getsockname()[1]
+        self.request_at: float | None = None
+        self.hung_up_at: float | None = None
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        self.listener.settimeout(TOOL_TIMEOUT)
+        try:
+            conn, _ = self.listener.accept()
+        except OSError:
+            return
+        with conn:
+            conn.settimeout(TOOL_TIMEOUT)
+            try:
+                while chunk := conn.recv(4096):
+                    if self.request_at is None:
+                        self.request_at = time.monotonic()
+                self.hung_up_at = time.monotonic()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.listener.close()
+        self._thread.join(TOOL_TIMEOUT)
+
+
+def test_nsq_stat_gives_up_on_a_silent_nsqd_after_the_request_timeout() -> None:
+    silent = SilentHttpServer()
+    try:
+        result = run_tool("stat", "--topic=t", "--channel=c", "--http-client-request-timeout=300ms",
+                          f"--nsqd-http-address={silent.address}")
+        wait_for(lambda: silent.hung_up_at is not None, 10, message="nsq_stat hung up")
+    finally:
+        silent.close()
+    assert result.returncode == 1
+    assert b"no nsqd answered" in result.stderr
+    assert silent.request_at is not None and silent.hung_up_at is not None
+    # far sooner than the 5s default: the flag set the limit
+    assert silent.hung_up_at - silent.request_at < 3.0
+
+
+def test_nsq_stat_gives_up_on_an_unreachable_nsqd_after_the_connect_timeout() -> None:
+    """A listener whose accept queue is full drops new SYNs, so a connect to it hangs:
+    only the 300ms connect timeout, not the minute-long request timeout, ends the run
+    within the tool's time limit."""
+    full = socket.create_server(("127.0.0.1", 0), backlog=0)
+    queued: list[socket.socket] = []
+    try:
+        while True:  # fill the accept queue until a connect no longer completes
+            probe = socket.socket()
+            queued.append(probe)
+            probe.settimeout(0.5)
+            try:
+                probe.connect(full.getsockname())
+            except TimeoutError:
+                break
+            assert len(queued) < 10, "the accept queue never filled"
+        result = run_tool("stat", "--topic=t", "--channel=c", "--http-client-connect-timeout=300ms",
+                          "--http-client-request-timeout=60s",
+                          "--nsqd-http-address=127.0.0.1:%d" % full.getsockname()[1])
+    finally:
+        for probe in queued:
+            probe.close()
+        full.close()
+    assert result.returncode == 1
+    assert b"no nsqd answered" in result.stderr
+
+
 # -- to_nsq's failures -----------------------------------------------------------------------
 def test_to_nsq_exits_1_when_a_publish_fails(start_nsqd: Callable[..., Nsqd], topic: str) -> None:
     nsqd = start_nsqd(max_msg_size=16)
@@ -319,6 +419,9 @@ BAD_COMMAND_LINES = [
     (nsq_stat, (*STAT_TARGET, "--interval=0s"), "-interval"),
     (nsq_stat, (*STAT_TARGET, "--count=0"), "-count"),
     (nsq_stat, (*STAT_TARGET, "--status-every=0"), "-status-every"),
+    (nsq_stat, (*STAT_TARGET, "--status-every=25"), "-status-every"),  # a duration now, as in NSQ
+    (nsq_stat, (*STAT_TARGET, "--http-client-request-timeout=0s"), "-http-client-request-timeout"),
+    (nsq_stat, (*STAT_TARGET, "--http-client-connect-timeout=soon"), "-http-client-connect-timeout"),
     (nsq_stat, ("--topic=t", "--nsqd-http-address=a:1"), "--topic and --channel are required"),
     (nsq_stat, ("--topic=t", "--channel=c"), "--nsqd-http-address or --lookupd-http-address required"),
     (to_nsq, (*TO_NSQ_TARGET, "--delimiter=ab"), "-delimiter"),

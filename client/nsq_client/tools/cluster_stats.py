@@ -29,17 +29,20 @@ class StatsUnavailableError(Exception):
 
 class ClusterStats:
     def __init__(self, topic: str, channel: str, *, nsqd_http_addresses: Sequence[str] = (),
-                 lookupd_http_addresses: Sequence[str] = (), timeout: float = 5.0) -> None:
+                 lookupd_http_addresses: Sequence[str] = (), timeout: float = 5.0,
+                 connect_timeout: float | None = None) -> None:
         self.topic = topic
         self.channel = channel
         self._nsqds = list(nsqd_http_addresses)
         self._lookupds = list(lookupd_http_addresses)
         self._timeout = timeout
+        self._connect_timeout = connect_timeout
         self._session: aiohttp.ClientSession | None = None
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self._timeout))
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(
+                total=self._timeout, sock_connect=self._connect_timeout))
         return self._session
 
     async def close(self) -> None:
@@ -51,7 +54,8 @@ class ClusterStats:
         """The nsqds to ask this round (HTTP ``host:port``)."""
         if not self._lookupds:
             return list(self._nsqds)
-        admins = [LookupdAdmin(a, session=self._client(), timeout=self._timeout) for a in self._lookupds]
+        admins = [LookupdAdmin(a, session=self._client(), timeout=self._timeout,
+                               connect_timeout=self._connect_timeout) for a in self._lookupds]
         answers = await asyncio.gather(*(nodes_with_topic(a, self.topic) for a in admins), return_exceptions=True)
         found: dict[str, None] = {}
         answered = 0
@@ -69,7 +73,8 @@ class ClusterStats:
     async def totals(self) -> ChannelTotals | None:
         """The channel summed over the cluster; None when no nsqd has it."""
         addresses = await self.nsqd_addresses()
-        admins = [NsqdAdmin(a, session=self._client(), timeout=self._timeout) for a in addresses]
+        admins = [NsqdAdmin(a, session=self._client(), timeout=self._timeout,
+                            connect_timeout=self._connect_timeout) for a in addresses]
         answers = await asyncio.gather(
             *(a.stats(self.topic, self.channel, include_clients=False) for a in admins), return_exceptions=True)
         stats: list[dict[str, Any]] = []

@@ -6,8 +6,10 @@
 
 The first poll is the baseline for the rates, so a row is printed from the second poll
 on; ``--count`` rows are printed, then it exits 0 (without ``--count`` it runs until
-SIGINT/SIGTERM). The two header lines come first and again every ``--status-every``
-polls. It exits 1 when no nsqd has the channel or none answers.
+SIGINT/SIGTERM). The two header lines come first and again every 25 polls, as NSQ's
+nsq_stat prints them. ``--status-every`` is NSQ's deprecated name for ``--interval``: when
+given, it is the interval (and a line on stderr says so). It exits 1 when no nsqd has the
+channel or none answers.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from .command_line import fail, parse_options, run
 from .stat_table import header_lines, row
 
 PROGRAM = "nsq_stat"
+HEADER_EVERY = 25  # polls
 
 
 class StatOptions(BaseModel):
@@ -36,8 +39,14 @@ class StatOptions(BaseModel):
                                             description="lookupd HTTP address (may be given multiple times)")
     interval: Annotated[Duration, Field(gt=0)] = Field(2.0, description="duration of time between polling/printing output")
     count: int | None = Field(None, gt=0, description="number of reports (default: until interrupted)")
-    status_every: int = Field(25, gt=0, description="number of reports between header lines")
+    status_every: Annotated[Duration, Field(gt=0)] | None = Field(
+        None, description="(deprecated) duration of time between polling/printing output")
+    http_client_connect_timeout: Annotated[Duration, Field(gt=0)] = Field(2.0, description="timeout for HTTP connect")
     http_client_request_timeout: Annotated[Duration, Field(gt=0)] = Field(5.0, description="timeout for HTTP request")
+
+
+def effective_interval(options: StatOptions) -> float:
+    return options.status_every if options.status_every is not None else options.interval
 
 
 def check(options: StatOptions) -> None:
@@ -52,7 +61,9 @@ def check(options: StatOptions) -> None:
 async def stat_loop(options: StatOptions, out: TextIO, stop: asyncio.Event) -> int:
     cluster = ClusterStats(options.topic, options.channel, nsqd_http_addresses=options.nsqd_http_address,
                            lookupd_http_addresses=options.lookupd_http_address,
-                           timeout=options.http_client_request_timeout)
+                           timeout=options.http_client_request_timeout,
+                           connect_timeout=options.http_client_connect_timeout)
+    interval = effective_interval(options)
     previous = None
     poll = 0
     try:
@@ -64,9 +75,9 @@ async def stat_loop(options: StatOptions, out: TextIO, stop: asyncio.Event) -> i
             if current is None:
                 return fail(PROGRAM, f"failed to find channel({options.channel}) in stats metadata "
                                      f"for topic({options.topic})")
-            lines = header_lines() if poll % options.status_every == 0 else []
+            lines = header_lines() if poll % HEADER_EVERY == 0 else []
             if previous is not None:
-                lines.append(row(previous, current, options.interval))
+                lines.append(row(previous, current, interval))
             if lines:
                 out.write("\n".join(lines) + "\n")
                 out.flush()
@@ -75,7 +86,7 @@ async def stat_loop(options: StatOptions, out: TextIO, stop: asyncio.Event) -> i
                 break
             poll += 1
             try:
-                async with asyncio.timeout(options.interval):
+                async with asyncio.timeout(interval):
                     await stop.wait()
             except TimeoutError:
                 pass
@@ -96,6 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = parse_options(PROGRAM, sys.argv[1:] if argv is None else argv, StatOptions, check)
     if isinstance(options, int):
         return options
+    if options.status_every is not None:
+        print(f"{PROGRAM}: --status-every is deprecated, use --interval", file=sys.stderr)
     return run(serve(options, sys.stdout))
 
 
