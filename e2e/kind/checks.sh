@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# What scenario.sh checks and does to the NsqCluster and the load Jobs, as functions (a
-# test runs them against a stand-in kubectl). Sourced after lib.sh, never run.
+# What scenario.sh checks and does to the NsqCluster and the load Jobs, as functions
+# (tests/e2e/test_kind_checks.py runs them against a stand-in kubectl). Sourced after
+# lib.sh, never run.
 # shellcheck disable=SC2034  # used by the scripts that source this file
 
 NSQD_SELECTOR="app.kubernetes.io/instance=${CLUSTER_NAME},app.kubernetes.io/component=nsqd"
@@ -33,6 +34,9 @@ pods_on() {
 show_rollout() {
   local rollout
   rollout="$(cluster_field '{.status.rollout.phase} {.status.rollout.reason} {.status.rollout.pod} {.status.rollout.message}' || true)"
+  if [[ "${rollout}" =~ ^[[:space:]]*$ ]]; then
+    rollout=""  # no status.rollout: kubectl still prints the spaces between the fields
+  fi
   if [[ "${rollout}" != "${LAST_ROLLOUT}" ]]; then
     log "status.rollout: ${rollout:-<none>}"
     LAST_ROLLOUT="${rollout}"
@@ -65,8 +69,12 @@ load_pod() {
 }
 
 load_publishing() {
-  local pod
-  pod="$(load_pod "$1")" && [[ -n "${pod}" ]] && k logs "${pod}" 2>/dev/null | grep -q '^publishing to'
+  local pod logs
+  pod="$(load_pod "$1")" && [[ -n "${pod}" ]] || return 1
+  # Read whole, not piped: grep -q stops reading at the first match, and under pipefail
+  # kubectl's write to the closed pipe would fail the check once the log is long.
+  logs="$(k logs "${pod}" 2>/dev/null)" || return 1
+  grep -q '^publishing to' <<<"${logs}"
 }
 
 load_finished() {

@@ -4,6 +4,7 @@ but may still FIN, are disconnected once they hold nothing, what is left in flig
 the timeout is requeued, and a restart on the same data directory delivers it."""
 from __future__ import annotations
 
+import re
 import signal
 import time
 from typing import Callable
@@ -181,3 +182,65 @@ def test_second_signal_cuts_the_wait_short_and_requeues(servers: Servers, connec
     nsqd.start()
     after = subscribe(connect, nsqd, topic, "c", rdy=1)
     assert after.read_message().body == b"never-answered"
+
+
+def progress_lines(server: Nsqd) -> list[tuple[int, float]]:
+    """(messages in flight, seconds left) of each progress line the drain logged."""
+    return [(int(n), float(s)) for n, s in re.findall(r"DRAIN: (\d+) messages in flight, ([\d.]+)s left",
+                                                      server.log())]
+
+
+def drain_reports(server: Nsqd, in_flight: int) -> bool:
+    """GET /drain and /stats both say IN_FLIGHT are left, nothing persisted yet."""
+    states = [server.get_json("/drain"), server.stats()["drain"]]
+    return all(s["in_flight"] == in_flight and s["messages_persisted"] is None for s in states)
+
+
+def test_drain_progress_counts_down_in_the_api_and_the_log(servers: Servers, connect: Connect,
+                                                          topic: str) -> None:
+    nsqd = servers.nsqd(drain_timeout="60s")
+    assert nsqd.post(f"/mpub?topic={topic}", b"\n".join(b"m%d" % i for i in range(5))).status == 200
+    sub = subscribe(connect, nsqd, topic, "work", rdy=3)
+    held = sub.read_messages(3)  # the other 2 stay queued
+    assert nsqd.post("/drain").status == 200
+
+    for left, message in zip((3, 2, 1), held):
+        wait_for(lambda left=left: drain_reports(nsqd, left), 5, message=f"/drain and /stats show {left} in flight")
+        wait_for(lambda left=left: left in [n for n, _ in progress_lines(nsqd)], 5,
+                 message=f"the log shows {left} in flight")
+        sub.fin(message.id)
+    assert exit_code(nsqd, 10) == 0
+
+    lines = progress_lines(nsqd)
+    assert [n for n, _ in lines] == sorted((n for n, _ in lines), reverse=True)
+    assert {n for n, _ in lines} == {3, 2, 1}
+    assert [s for _, s in lines] == sorted((s for _, s in lines), reverse=True)
+    log = nsqd.log()
+    assert "DRAIN: nothing in flight" in log
+    assert re.search(r"DRAIN: done in [\d.]+s, 2 messages persisted", log)
+    nsqd.start()
+    channel = nsqd.channel(topic, "work")
+    assert channel is not None and channel["depth"] == 2
+
+
+def test_a_drain_that_keeps_the_api_up_reports_what_it_persisted(servers: Servers, connect: Connect,
+                                                                 topic: str) -> None:
+    """A scale-down drain: nsqd stays up after persisting, so GET /drain shows the count."""
+    target = servers.nsqd()
+    nsqd = servers.nsqd(drain_timeout="60s")
+    assert nsqd.post(f"/mpub?topic={topic}", b"a\nb\nc\nd").status == 200
+    sub = subscribe(connect, nsqd, topic, "work", rdy=1)
+    held = sub.read_message()
+    assert nsqd.post(f"/drain?handoff={target.http_address}").status == 200
+    wait_for(lambda: drain_reports(nsqd, 1), 5, message="/drain and /stats show the message in flight")
+
+    sub.fin(held.id)
+    state = wait_for(lambda: (s := nsqd.get_json("/drain"))["finished_at"] and s, 10, message="the drain ends")
+    assert state["in_flight"] == 0 and state["messages_persisted"] == 3
+    assert nsqd.stats()["drain"]["messages_persisted"] == 3
+    assert re.search(r"DRAIN: done in [\d.]+s, 3 messages persisted", nsqd.log())
+    handoff = wait_for(lambda: (h := nsqd.get_json("/drain")["handoff"])["finished"] and h, 20,
+                       message="the handoff ends")
+    assert handoff["error"] is None and handoff["messages"] == 3
+    nsqd.signal(signal.SIGTERM)
+    assert exit_code(nsqd, 10) == 0
