@@ -3,19 +3,29 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
+BASE   := $(VENV)/.installed-base
 STAMP  := $(VENV)/.installed
 
 .PHONY: demo test acceptance install clean
 
-$(STAMP): pyproject.toml
+# The demo needs only the package; the tests add their tools, the PyPI clients and Spark.
+$(BASE): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $(BASE)
+
+# Spark runs on a JVM: Java 17 from Debian's packages where none is installed (needs root).
+$(STAMP): $(BASE)
+	@command -v java >/dev/null || { \
+	  echo "installing Java 17 for the Spark tests"; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends openjdk-17-jre-headless; }
 	$(PY) -m pip install -q -e '.[test,spark]'
 	touch $(STAMP)
 
 install: $(STAMP)
 
-demo: $(STAMP)
+demo: $(BASE)
 	$(PY) -m nsq_local.demo
 
 # Two workers, a test file each at a time (module fixtures stay in one worker): most tests
