@@ -15,15 +15,25 @@ from ..status.errors import BadSpec
 PAUSED_REASON = "Paused"
 
 
+def merge_patch(current: Any, wanted: Any) -> Any:
+    """The RFC 7386 patch turning ``current`` into ``wanted``: objects merge, so a field the
+    pass no longer reports (unknown now) goes as null, or its last value would stay."""
+    if not (isinstance(current, dict) and isinstance(wanted, dict)):
+        return wanted
+    changes = {key: merge_patch(current.get(key), value) for key, value in wanted.items() if current.get(key) != value}
+    return {**changes, **{key: None for key in current if key not in wanted}}
+
+
 def write_status(patch: kopf.Patch, body: Any, status: dict[str, Any], verdict: conditions.Verdict) -> None:
-    """Patch the status only where it changed: every write wakes every watcher."""
+    """Patch the status only where it changed: every write wakes every watcher. Top-level
+    fields this pass does not report (another writer's, such as the roller's) are left alone."""
     generation = body["metadata"].get("generation")
     current = dict(body.get("status") or {})
     wanted = {**status, "observedGeneration": generation,
               "conditions": conditions.conditions_for(list(current.get("conditions") or []), verdict, generation)}
     for key, value in wanted.items():
         if current.get(key) != value:
-            patch.status[key] = value
+            patch.status[key] = merge_patch(current.get(key), value)
 
 
 def paused(patch: kopf.Patch, body: Any) -> None:

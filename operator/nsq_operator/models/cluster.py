@@ -77,7 +77,9 @@ class ComponentStatus(CrdModel):
 
 
 class NsqdStatus(ComponentStatus):
-    registered_in_all_lookupds: bool = Field(False, description="every ready nsqd is known to every lookupd")
+    registered_in_all_lookupds: bool | None = Field(
+        None, description="true when every ready nsqd is known to every lookupd; false when one is missing from "
+                          "a lookupd or a lookupd does not answer; left out while no nsqd is ready (nothing to register)")
     lookupd_addresses: list[str] = Field(default_factory=list, description="the lookupd TCP addresses nsqds were last given")
 
 

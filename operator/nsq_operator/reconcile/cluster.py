@@ -56,7 +56,8 @@ async def sync_lookupd_list(rt: Runtime, cluster: NsqCluster, nsqd_pods: list[di
 
 async def registered_everywhere(rt: Runtime, cluster: NsqCluster, lookupd_pods: list[dict[str, Any]],
                                 nsqds: list[str]) -> bool:
-    """Every listed nsqd is a producer in every lookupd of the spec."""
+    """Every listed nsqd is a producer in every lookupd of the spec. True for an empty list:
+    the roller asks whether anyone is missing; the status asks registration()."""
     expected = {names.nsqd_broadcast_address(cluster, pod) for pod in nsqds}
     serving = [p for p in lookupd_pods if is_serving(p)]
     if len(serving) < cluster.spec.lookupd.replicas:
@@ -70,6 +71,21 @@ async def registered_everywhere(rt: Runtime, cluster: NsqCluster, lookupd_pods: 
         if not expected <= known:
             return False
     return True
+
+
+async def registration(rt: Runtime, cluster: NsqCluster, lookupd_pods: list[dict[str, Any]],
+                       ready_nsqds: list[str]) -> bool | None:
+    """What status.nsqd.registeredInAllLookupds says: None (left out) while no nsqd is ready,
+    since nothing is registered then and "all registered" would claim what nobody checked."""
+    if not ready_nsqds:
+        return None
+    return await registered_everywhere(rt, cluster, lookupd_pods, ready_nsqds)
+
+
+def _registration_summary(registered: bool | None) -> str:
+    if registered is None:
+        return "no nsqd ready to register in nsqlookupd"
+    return f"{'all' if registered else 'not all'} nsqds registered in every nsqlookupd"
 
 
 async def open_gates(rt: Runtime, nsqd_pods: list[dict[str, Any]], topics: Iterable[TopicWish],
@@ -112,7 +128,7 @@ async def reconcile_cluster(rt: Runtime, body: Any, topics: Iterable[TopicWish] 
     missed = await sync_lookupd_list(rt, cluster, nsqd_pods)
     ready_nsqds = [p["metadata"]["name"] for p in nsqd_pods if is_ready(p)]
     ready_lookupds = [p for p in lookupd_pods if is_ready(p)]
-    registered = await registered_everywhere(rt, cluster, lookupd_pods, ready_nsqds)
+    registered = await registration(rt, cluster, lookupd_pods, ready_nsqds)
     status = NsqClusterStatus(
         observed_generation=cluster.generation or None,
         nsqd=NsqdStatus(replicas=len(nsqd_pods), ready_replicas=len(ready_nsqds),
@@ -123,10 +139,10 @@ async def reconcile_cluster(rt: Runtime, body: Any, topics: Iterable[TopicWish] 
     )
     want_nsqd, want_lookupd = cluster.spec.nsqd.replicas, cluster.spec.lookupd.replicas
     summary = (f"{len(ready_nsqds)}/{want_nsqd} nsqd ready, {len(ready_lookupds)}/{want_lookupd} nsqlookupd ready, "
-               f"{'all' if registered else 'not all'} nsqds registered in every nsqlookupd")
+               f"{_registration_summary(registered)}")
     if missed:
         summary += f"; lookupd list not yet delivered to {', '.join(missed)}"
     done = (len(ready_nsqds) == want_nsqd and len(nsqd_pods) == want_nsqd and len(ready_lookupds) == want_lookupd
-            and len(lookupd_pods) == want_lookupd and registered and not missed)
+            and len(lookupd_pods) == want_lookupd and (registered or want_nsqd == 0) and not missed)
     verdict = conditions.ready(summary) if done else conditions.progressing("PodsNotReady", summary)
     return ClusterPass(status.wire(), progress.verdict(progress.current(body), verdict))

@@ -74,10 +74,14 @@ async def reconcile_topology(rt: Runtime, body: Any) -> TopologyPass:
         observed_generation=body["metadata"].get("generation"),
         depth=sum(c.depth for c in counts), in_flight=sum(c.in_flight for c in counts),
         nodes=sorted(counts, key=lambda c: c.pod), emptied_request=emptied)
+    unsettled = sorted(c.pod for c in counts if c.paused != wish.paused)  # nsqd did not keep the flag it was given
     if missing:
         verdict = conditions.progressing("NodesUnreachable", f"not yet on {', '.join(sorted(missing))}")
     elif not fleet.nodes:
         verdict = conditions.progressing("NoNsqd", f"NsqCluster {wish.cluster} has no nsqd answering yet")
+    elif unsettled:
+        verdict = conditions.progressing("PauseNotApplied", f"{'not ' if wish.paused else ''}paused on "
+                                         f"{', '.join(unsettled)} although spec.paused is {str(wish.paused).lower()}")
     elif requested and requested != emptied:
         verdict = conditions.progressing("EmptyPending", "emptying waits for every nsqd to answer")
     else:

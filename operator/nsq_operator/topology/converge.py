@@ -1,4 +1,5 @@
-"""Bring one nsqd in line with one topic or channel wish, and report its numbers."""
+"""Bring one nsqd in line with one topic or channel wish, and report its numbers as that
+nsqd states them (read back after any change: status shows what is, not what was asked)."""
 from __future__ import annotations
 
 from typing import Any
@@ -20,9 +21,10 @@ async def converge_topic(node: Node, wish: TopicWish) -> NodeCounts:
         topic = await topic_stats(node.admin, wish.topic) or {}
     if bool(topic.get("paused")) != wish.paused:
         await (node.admin.pause_topic(wish.topic) if wish.paused else node.admin.unpause_topic(wish.topic))
+        topic = await topic_stats(node.admin, wish.topic) or {}
     channels = topic.get("channels") or []
     return NodeCounts(pod=node.pod, depth=int(topic.get("depth", 0)), in_flight=_sum(channels, "in_flight_count"),
-                      deferred=_sum(channels, "deferred_count"), paused=wish.paused)
+                      deferred=_sum(channels, "deferred_count"), paused=bool(topic.get("paused")))
 
 
 async def converge_channel(node: Node, wish: ChannelWish) -> NodeCounts:
@@ -38,8 +40,9 @@ async def converge_channel(node: Node, wish: ChannelWish) -> NodeCounts:
             await node.admin.pause_channel(wish.topic, wish.channel)
         else:
             await node.admin.unpause_channel(wish.topic, wish.channel)
+        channel = channel_of(await topic_stats(node.admin, wish.topic), wish.channel) or {}
     return NodeCounts(pod=node.pod, depth=int(channel.get("depth", 0)), in_flight=int(channel.get("in_flight_count", 0)),
-                      deferred=int(channel.get("deferred_count", 0)), paused=wish.paused)
+                      deferred=int(channel.get("deferred_count", 0)), paused=bool(channel.get("paused")))
 
 
 async def prepare_node(node: Node, topics: list[TopicWish], channels: list[ChannelWish]) -> None:
