@@ -10,8 +10,24 @@ from concurrent.futures import ThreadPoolExecutor
 
 from nsq_protocol import HEARTBEAT
 from tests.broker.conftest import Connect
-from tests.broker.wire import Closed, Silent
+from tests.broker.wire import Closed, Silent, WireConn
 from tests.servers import Nsqd
+
+
+def heartbeats_until_dropped(conn: WireConn, since: float) -> tuple[list[float], float]:
+    """Reads heartbeats (only) until nsqd closes the connection, at most 8s after ``since``:
+    when each came and when the connection closed, in seconds after ``since``."""
+    beats: list[float] = []
+    while time.monotonic() - since < 8:
+        try:
+            frame = conn.read_frame(timeout=1)
+        except Silent:
+            continue
+        except Closed:
+            return beats, time.monotonic() - since
+        assert frame.is_response and frame.data == HEARTBEAT, frame
+        beats.append(time.monotonic() - since)
+    raise AssertionError(f"nsqd kept a silent client (heartbeats at {beats})")
 
 
 def silent_client_gets_heartbeats_then_is_dropped_after_two_intervals(nsqd: Nsqd, connect: Connect,
@@ -19,19 +35,7 @@ def silent_client_gets_heartbeats_then_is_dropped_after_two_intervals(nsqd: Nsqd
     conn = connect(nsqd, auto_nop=False)
     conn.negotiate({"heartbeat_interval": 1000})
     last_command = time.monotonic()
-    beats: list[float] = []
-    closed_after = None
-    while closed_after is None and time.monotonic() - last_command < 8:
-        try:
-            frame = conn.read_frame(timeout=1)
-        except Silent:
-            continue
-        except Closed:
-            closed_after = time.monotonic() - last_command
-            break
-        assert frame.is_response and frame.data == HEARTBEAT, frame
-        beats.append(time.monotonic() - last_command)
-    assert closed_after is not None, "nsqd kept a silent client"
+    beats, closed_after = heartbeats_until_dropped(conn, last_command)
     # nsqd's read deadline is two intervals after the last command: the heartbeat due at
     # that same moment may or may not make it out first (the clock started once the
     # answer to IDENTIFY was in, a little after nsqd read it)
@@ -52,17 +56,7 @@ def client_silent_between_heartbeats_is_dropped_two_intervals_after_its_last_com
     conn.expect_silence(0.2)
     last_command = time.monotonic()  # before nsqd can read it: the bounds below are safe
     conn.nop()
-    closed_after = None
-    while closed_after is None and time.monotonic() - last_command < 8:
-        try:
-            frame = conn.read_frame(timeout=1)
-        except Silent:
-            continue
-        except Closed:
-            closed_after = time.monotonic() - last_command
-            break
-        assert frame.is_response and frame.data == HEARTBEAT, frame
-    assert closed_after is not None, "nsqd kept a silent client"
+    _, closed_after = heartbeats_until_dropped(conn, last_command)
     assert 2.0 <= closed_after <= 2.6, closed_after  # never before two intervals
 
 
