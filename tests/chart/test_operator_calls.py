@@ -1,7 +1,8 @@
 """The operator's real calls, not only the list read from its code: the operator runs
 against KMock's emulator through a recording proxy (a cluster with topic and channel
-created, made ready and deleted), and every request it made must be allowed by the RBAC
-of a default release of the chart."""
+created, made ready and deleted, the cluster's nsqds scaled down with the leaving claim
+deleted, then rolled to new options), and every request it made must be allowed by the
+RBAC of a default release of the chart."""
 from __future__ import annotations
 
 import fnmatch
@@ -15,6 +16,7 @@ from tests.chart.rbac import Request, allowed, grants
 from tests.chart.recorder import RecordingProxy, Seen
 from tests.chart.render import NAMESPACE as RELEASE_NAMESPACE, Helm, one
 from tests.operator.harness import Backstage, OperatorUnderTest
+from tests.operator.rolling import events, pod, rolled, rollout
 
 NAMESPACE = "nsq-rbac"
 # readable by every authenticated user (the system:discovery and system:public-info-viewer roles)
@@ -45,6 +47,21 @@ def as_request(seen: Seen) -> Request | None:
     return Request(verb, group, resource, namespace)
 
 
+async def scaled_down_to_one_nsqd(operator: OperatorUnderTest, cluster: str) -> None:
+    """The scale-down is over: one nsqd left, the other's pod and claim gone."""
+    async def done() -> bool:
+        state = await rollout(operator, cluster)
+        assert state.get("phase") == "Complete" and not state.get("error"), state
+        sts = await operator.core(f"/apis/apps/v1/namespaces/{NAMESPACE}/statefulsets/{cluster}-nsqd")
+        assert sts["spec"]["replicas"] == 1
+        assert await pod(operator, f"{cluster}-nsqd-1") is None
+        claim = f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims/data-{cluster}-nsqd-1"
+        assert await operator.core(claim) is None
+        return True
+    await operator.until(done, 90, f"{cluster} scaled down to 1 nsqd")
+    await operator.ready("NsqCluster", cluster, timeout=60)
+
+
 def test_requests_map_to_rbac_attributes() -> None:
     assert as_request(Seen("GET", "/apis/nsq.dev/v1alpha1/nsqclusters", {"watch": "true"})) == \
         Request("watch", "nsq.dev", "nsqclusters", None)
@@ -72,7 +89,8 @@ async def test_every_request_the_operator_makes_is_allowed_by_the_chart(helm: He
         await operator.start()
         delete = {"deletionPolicy": "Delete"}
         await operator.create("NsqTopic", "events", {"cluster": "rbac", **delete})  # before its cluster exists
-        await operator.create("NsqCluster", "rbac", {"nsqd": {"replicas": 1}, "lookupd": {"replicas": 1}})
+        await operator.create("NsqCluster", "rbac", {"nsqd": {"replicas": 2, "storage": {"whenScaled": "Delete"}},
+                                                     "lookupd": {"replicas": 1}, "drainTimeoutSeconds": 2})
         await operator.create("NsqChannel", "events-audit", {"cluster": "rbac", "topic": "events",
                                                              "channelName": "audit", **delete})
         await operator.create("NsqCluster", "broken", {"nsqd": {"replicas": -1}})  # the refused-spec path
@@ -84,6 +102,16 @@ async def test_every_request_the_operator_makes_is_allowed_by_the_chart(helm: He
             async def gone(kind: str = kind, name: str = name) -> bool:
                 return await operator.get(kind, name) is None
             await operator.until(gone, 40, f"{kind} {name} deleted past its finalizer")
+        # the roller: a scale-down (handoff, lower the StatefulSet's replicas, delete the
+        # leaving pod's claim), then a rolling upgrade of the nsqd left (drain, delete the
+        # pod, Events); one pod to roll keeps the test short
+        assert await operator.core(f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims/data-rbac-nsqd-1")
+        await operator.patch("NsqCluster", "rbac", {"spec": {"nsqd": {"replicas": 1}}})
+        await scaled_down_to_one_nsqd(operator, "rbac")
+        await operator.patch("NsqCluster", "rbac", {"spec": {"nsqd": {"options": {"max-rdy-count": 55}}}})
+        await rolled(operator, "rbac", ["rbac-nsqd-0"])
+        # kopf posts events of its own; these are the roller's, posted through the proxy too
+        assert await events(operator, "rbac", "ScaleDown") and await events(operator, "rbac", "ConfigChange")
     finally:
         if operator is not None:
             await operator.stop()
@@ -99,6 +127,8 @@ async def test_every_request_the_operator_makes_is_allowed_by_the_chart(helm: He
     exercised = {(r.verb, r.group, r.resource) for r in made}
     for expected in [("watch", "nsq.dev", "nsqclusters"), ("patch", "nsq.dev", "nsqtopics/status"),
                      ("create", "apps", "statefulsets"), ("list", "", "pods"), ("patch", "", "pods/status"),
-                     ("get", "nsq.dev", "nsqchannels"), ("patch", "nsq.dev", "nsqchannels")]:
+                     ("get", "nsq.dev", "nsqchannels"), ("patch", "nsq.dev", "nsqchannels"),
+                     ("delete", "", "pods"), ("delete", "", "persistentvolumeclaims"),
+                     ("patch", "apps", "statefulsets"), ("create", "", "events")]:
         assert expected in exercised
     assert exercised <= listed, f"calls missing from operator_calls.CALLS: {sorted(exercised - listed)}"
