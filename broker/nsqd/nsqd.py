@@ -22,6 +22,7 @@ from nsq_protocol.names import is_ephemeral
 from . import __version__, metadata, statsd
 from .auth import AuthClient, AuthError
 from .backend import Backend, DiscardingBackend
+from .busy_poll import BusyPoller
 from .channel import Channel
 from .client_conn import ClientConn
 from .e2e_latency import LatencyWindow
@@ -69,6 +70,7 @@ class NSQD:
         self._loading = False
         self._metadata_pending = False
         self.tls_context: ssl.SSLContext | None = server_context(options)
+        self.busy_poller: BusyPoller | None = None
         self.command_limits = CommandLimits(
             max_msg_size=options.max_msg_size, max_body_size=options.max_body_size,
             max_req_timeout_ms=int(options.max_req_timeout * 1000))
@@ -379,6 +381,8 @@ class NSQD:
         os.makedirs(self.data_path, exist_ok=True)
         self._load_metadata()
         loop = asyncio.get_running_loop()
+        if self.options.busy_poll_window > 0:
+            self.busy_poller = BusyPoller(loop, self.options.busy_poll_window)
         host, port = split_address(self.options.tcp_address)
         tcp = await loop.create_server(lambda: V2Protocol(self), host, port, reuse_address=True, backlog=1024)
         self._servers.append(tcp)

@@ -60,6 +60,7 @@ class V2Protocol(asyncio.Protocol):
         self._dead = False
         self._last_read = time.monotonic()
         self._next_beat = 0.0
+        self._busy_poller = nsqd.busy_poller
         self._heartbeat: asyncio.TimerHandle | None = None
         # fixed for the process's life; read once rather than on every command
         self._tls_required = nsqd.options.tls_required != "false"
@@ -80,6 +81,8 @@ class V2Protocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self._last_read = time.monotonic()
+        if self._busy_poller is not None:
+            self._busy_poller.poke()
         if self.client is None:
             self._magic += data
             if len(self._magic) < 4:
@@ -215,6 +218,8 @@ class V2Protocol(asyncio.Protocol):
                 run = decoder.take_pubs()
                 if run is not None:
                     self._publish_run(*run)
+                    if not decoder.buffered:  # the common case: the read ended with the run
+                        return
                     continue
             try:
                 cmd = decoder.next_command()
@@ -551,13 +556,12 @@ class V2Protocol(asyncio.Protocol):
         assert client is not None
         nsqd = self.nsqd
         topic_name = topic_bytes.decode("ascii")
-        count = len(bodies)
         if not nsqd.drain.refuses_publishes and not nsqd.exiting:
             topic = nsqd.get_topic(topic_name)
-            if not topic.exiting and topic.fits_in_memory(count):
-                topic.put_payloads(nsqd.new_payloads(bodies))
+            if not topic.exiting and topic.put_in_memory(nsqd.new_payloads(bodies)):
+                count = len(bodies)
                 client.published(topic_name, count)
-                client.write(_OK_FRAME * count)
+                client.write(_OK_FRAME * count if count > 1 else _OK_FRAME)
                 return
         for body in bodies:
             try:

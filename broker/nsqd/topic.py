@@ -83,8 +83,7 @@ class Topic:
 
     def put_payloads(self, payloads: list[Payload]) -> None:
         """An MPUB's fresh messages: every channel takes the batch at once."""
-        self.message_count += len(payloads)
-        self.message_bytes += sum(map(len, payloads)) - MESSAGE_OVERHEAD * len(payloads)
+        self._count(payloads)
         if self._flowing() and not self.memory and not self.backend.depth:
             for channel in list(self.channels.values()):
                 channel.put_payloads(payloads)
@@ -93,12 +92,29 @@ class Topic:
                 self._enqueue(payload)
             self._schedule_flush()
 
-    def fits_in_memory(self, count: int) -> bool:
-        """Whether ``count`` fresh messages put now would all stay in memory queues (so
-        putting them cannot fail on a disk)."""
+    def put_in_memory(self, payloads: list[Payload]) -> bool:
+        """Fresh messages, put only if every one stays in a memory queue (so putting them
+        cannot fail on a disk); False, with nothing put, otherwise."""
+        count = len(payloads)
         if self._flowing() and not self.memory and not self.backend.depth:
-            return all(channel.fits_in_memory(count) for channel in self.channels.values())
-        return len(self.memory) + count <= self.mem_queue_size
+            channels = list(self.channels.values())
+            for channel in channels:
+                if not channel.fits_in_memory(count):
+                    return False
+            self._count(payloads)
+            for channel in channels:
+                channel.put_payloads(payloads)
+            return True
+        if len(self.memory) + count > self.mem_queue_size:
+            return False
+        self._count(payloads)
+        self.memory.extend(payloads)
+        self._schedule_flush()
+        return True
+
+    def _count(self, payloads: list[Payload]) -> None:
+        self.message_count += len(payloads)
+        self.message_bytes += sum(map(len, payloads)) - MESSAGE_OVERHEAD * len(payloads)
 
     def _flowing(self) -> bool:
         return self.started and not self.paused and not self.exiting and bool(self.channels)

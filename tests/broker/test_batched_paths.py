@@ -111,6 +111,24 @@ def test_pipelined_pubs_beyond_the_memory_queue_go_to_disk(servers: Servers, con
     assert sorted(m.body for m in sub.read_messages(30)) == bodies
 
 
+def test_pubs_one_at_a_time_to_a_topic_without_channels_fill_memory_then_disk(
+        servers: Servers, connect: Connect, consumer: Consumer, topic: str) -> None:
+    small = servers.nsqd(mem_queue_size=5)
+    bodies = [b"s%02d" % i for i in range(12)]
+    pub = connect(small)
+    for body in bodies:
+        pub.pub(topic, body)
+        pub.expect_ok()
+    stats = small.topic(topic)
+    assert stats is not None
+    assert (stats["depth"], stats["backend_depth"], stats["message_count"]) == (12, 7, 12)
+    assert stats["message_bytes"] == sum(map(len, bodies))
+    sub = consumer(small, topic, "ch", rdy=12)
+    delivered = sub.read_messages(12)
+    assert sorted(m.body for m in delivered) == bodies
+    assert len({m.id for m in delivered}) == 12
+
+
 def test_channels_sharing_a_message_keep_their_own_attempts(
         nsqd: Nsqd, connect: Connect, consumer: Consumer, topic: str) -> None:
     _create(nsqd, topic, "a", "b")

@@ -173,6 +173,8 @@ def _one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
     (["--mem-queue-size"], "mem-queue-size"),
     (["--tls-required=sometimes"], "tls-required"),
     (["--queue-scan-worker-pool-max=0"], "queue-scan-worker-pool-max"),
+    (["--busy-poll-window=20ms"], "busy-poll-window"),
+    (["--busy-poll-window=-1us"], "busy-poll-window"),
 ])
 def test_bad_flags_exit_non_zero_with_one_line_naming_the_flag(args: list[str], named: str,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:

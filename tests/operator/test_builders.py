@@ -120,7 +120,8 @@ def test_pod_template_changes_with_options_not_with_lookupd_scale() -> None:
 
 
 def test_a_real_nsqd_accepts_the_generated_config(servers: Any, tmp_path: Any) -> None:
-    demo = cluster(nsqd={"options": {"mem-queue-size": 7, "max-rdy-count": 99, "msg-timeout": "90s"}})
+    demo = cluster(nsqd={"options": {"mem-queue-size": 7, "max-rdy-count": 99, "msg-timeout": "90s",
+                                     "busy-poll-window": "20us"}})
     config = tomllib.loads(nsqd_config(demo))
     config["nsqlookupd_tcp_addresses"] = []  # the DNS names only resolve inside the cluster
     path = tmp_path / "nsqd.conf"
@@ -129,3 +130,4 @@ def test_a_real_nsqd_accepts_the_generated_config(servers: Any, tmp_path: Any) -
     assert nsqd.get_json("/config/mem_queue_size") == 7
     assert nsqd.get_json("/config/max_rdy_count") == 99
     assert nsqd.get_json("/config/msg_timeout") == 90 * 10**9
+    assert nsqd.get_json("/config/busy_poll_window") == 20_000

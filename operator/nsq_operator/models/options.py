@@ -37,6 +37,7 @@ def _duration(default: str, description: str) -> Any:
 
 Positive = Annotated[GoDuration, AfterValidator(duration_between(low=0.001))]
 NonNegative = Annotated[GoDuration, AfterValidator(duration_between(low=0.0))]
+BusyPoll = Annotated[GoDuration, AfterValidator(duration_between(low=0.0, high=0.01))]
 
 
 class NsqdTunables(FlagNamedOptions):
@@ -68,6 +69,10 @@ class NsqdTunables(FlagNamedOptions):
     e2e_processing_latency_percentiles: list[Annotated[float, Field(gt=0, le=1)]] = Field(
         default_factory=list, description="end to end latency percentiles to track, each in (0, 1]")
     log_level: LogLevel = Field("info", description="debug, info, warn, error or fatal")
+    # beyond NSQ: see nsqd -h; 0 when CPU time is scarce (a tight CPU limit)
+    busy_poll_window: BusyPoll = _duration(
+        "50us", "after TCP input, how long nsqd keeps polling its sockets instead of sleeping, for "
+        "faster answers to clients that wait for each one; costs CPU after each burst, 0 disables, at most 10ms")
 
     @model_validator(mode="after")
     def _timeouts_in_order(self) -> "NsqdTunables":

@@ -1,0 +1,114 @@
+"""--busy-poll-window: after TCP input nsqd's event loop keeps polling instead of sleeping
+for the window, then goes quiet; publishing answers the same with it on or off."""
+from __future__ import annotations
+
+import os
+import time
+from typing import Callable
+
+import pytest
+
+from nsqd.busy_poll import BusyPoller
+from tests.broker.conftest import Connect
+from tests.conftest import Servers
+from tests.servers import Nsqd
+
+
+class FakeLoop:
+    """Collects call_soon callbacks; ``turn`` runs the ones scheduled before it, like a loop turn."""
+
+    def __init__(self) -> None:
+        self.ready: list[Callable[[], None]] = []
+
+    def call_soon(self, callback: Callable[[], None]) -> None:
+        self.ready.append(callback)
+
+    def turn(self) -> None:
+        ready, self.ready = self.ready, []
+        for callback in ready:
+            callback()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def poller_parts() -> tuple[FakeLoop, Clock, BusyPoller]:
+    loop, clock = FakeLoop(), Clock()
+    return loop, clock, BusyPoller(loop, 50e-6, clock=clock)  # type: ignore[arg-type]
+
+
+def test_input_keeps_a_callback_ready_until_the_window_passes(poller_parts: tuple[FakeLoop, Clock, BusyPoller]) -> None:
+    loop, clock, poller = poller_parts
+    poller.poke()
+    for _ in range(5):  # loop turns within the window: always something ready, so no sleep
+        assert loop.ready
+        loop.turn()
+        clock.now += 5e-6
+    clock.now += 50e-6
+    loop.turn()
+    assert not loop.ready and not poller.spinning
+
+
+def test_input_during_the_window_extends_it(poller_parts: tuple[FakeLoop, Clock, BusyPoller]) -> None:
+    loop, clock, poller = poller_parts
+    poller.poke()
+    loop.turn()
+    clock.now += 40e-6
+    poller.poke()
+    loop.turn()
+    clock.now += 40e-6  # 80 us after the first input, 40 after the second
+    loop.turn()
+    assert loop.ready
+    clock.now += 20e-6
+    loop.turn()
+    assert not loop.ready
+
+
+def test_many_reads_in_one_turn_schedule_one_callback(poller_parts: tuple[FakeLoop, Clock, BusyPoller]) -> None:
+    loop, _, poller = poller_parts
+    for _ in range(10):
+        poller.poke()
+    assert len(loop.ready) == 1
+
+
+def test_quiet_again_after_the_window_and_woken_by_the_next_input(poller_parts: tuple[FakeLoop, Clock, BusyPoller]) -> None:
+    loop, clock, poller = poller_parts
+    poller.poke()
+    loop.turn()
+    clock.now += 1.0
+    loop.turn()
+    assert not poller.spinning
+    poller.poke()
+    assert poller.spinning and len(loop.ready) == 1
+
+
+def _cpu_seconds(server: Nsqd) -> float:
+    assert server.proc is not None
+    with open(f"/proc/{server.proc.pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.parametrize("window", ["50us", "0"])
+def test_pub_one_at_a_time_then_an_idle_nsqd_uses_no_cpu(servers: Servers, connect: Connect, topic: str,
+                                                         window: str) -> None:
+    server = servers.nsqd(busy_poll_window=window)
+    conn = connect(server)
+    for i in range(500):
+        conn.pub(topic, b"m%d" % i)
+        conn.expect_ok()
+    assert server.topic(topic)["message_count"] == 500  # type: ignore[index]
+    before, started = _cpu_seconds(server), time.monotonic()
+    deadline = started + 1.0
+    while time.monotonic() < deadline:  # an interval to measure over, not a wait for an event
+        time.sleep(0.05)
+    used = _cpu_seconds(server) - before
+    # a loop that kept spinning would use the whole second; an idle nsqd only wakes for its
+    # queue scan every 100ms and its connection's timers
+    assert used < 0.25, f"nsqd used {used:.2f}s of CPU in {time.monotonic() - started:.2f}s idle"
