@@ -3,6 +3,7 @@ sockets, no asyncio: the cheapest a single-threaded Python client can be)."""
 from __future__ import annotations
 
 import socket
+import threading
 import time
 
 from nsq_protocol import MAGIC_V2, commands
@@ -27,11 +28,7 @@ class Reader:
         self.decoder = FrameDecoder()
 
     def frames(self):
-        while True:
-            data = self.sock.recv(1 << 20)
-            if not data:
-                raise ConnectionError("nsqd closed the connection")
-            self.decoder.feed(data)
+        while True:  # frames already received first: a caller may stop in the middle of a read's worth
             for frame in self.decoder:
                 if frame.type == FRAME_ERROR:
                     raise RuntimeError(frame.data.decode())
@@ -39,6 +36,10 @@ class Reader:
                     self.sock.sendall(commands.nop())
                     continue
                 yield frame
+            data = self.sock.recv(1 << 20)
+            if not data:
+                raise ConnectionError("nsqd closed the connection")
+            self.decoder.feed(data)
 
     def expect_responses(self, n: int) -> None:
         if n <= 0:
@@ -71,21 +72,33 @@ def pub_sync(address: str, topic: str, count: int) -> dict:
 
 
 def pub_paced(address: str, topic: str, count: int, rate: float) -> dict:
-    """PUB at a fixed rate on one connection (the latency-under-load row)."""
+    """PUB at a fixed rate on one connection, whatever the answers' latency (the
+    latency-under-load row): a writer thread sends each PUB when it is due, without waiting
+    for the previous OK, and the latency of a PUB is from its send to its OK (OKs come back
+    in order). Waiting for each OK before the next would cap the rate at one per round
+    trip and hide the latency of the PUBs that should have been sent meanwhile."""
     sock = connect(address)
     reader = Reader(sock)
+    sent_at = [0.0] * count
+    cmds = [commands.pub(topic, body(i)) for i in range(count)]
+    start = time.perf_counter() + 0.01
+
+    def write() -> None:
+        for i in range(count):
+            delay = start + i / rate - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)  # not a spin: the reader needs the GIL as soon as an OK arrives
+            sent_at[i] = time.perf_counter()
+            sock.sendall(cmds[i])
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
     latencies = []
-    start = time.perf_counter()
     for i in range(count):
-        due = start + i / rate
-        while (now := time.perf_counter()) < due:
-            if due - now > 0.001:
-                time.sleep(due - now - 0.0005)
-        t0 = time.perf_counter()
-        sock.sendall(commands.pub(topic, body(i)))
         reader.expect_responses(1)
-        latencies.append(time.perf_counter() - t0)
+        latencies.append(time.perf_counter() - sent_at[i])
     elapsed = time.perf_counter() - start
+    writer.join()
     sock.close()
     return {"messages": count, "seconds": elapsed, "latencies": latencies}
 

@@ -1,0 +1,88 @@
+"""The load generators of bench/ count what nsqd acknowledged: a figure is only as good as
+its count. Each runs briefly against a real nsqd (no speed is asserted) and what it says it
+published is checked against nsqd's own count."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Servers
+from tests.servers import Nsqd, free_port, http, wait_for
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+import loadgen  # noqa: E402
+
+@pytest.fixture(scope="module")
+def cwriter(tmp_path_factory: pytest.TempPathFactory) -> str:
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler")
+    out = tmp_path_factory.mktemp("cwriter") / "cwriter"
+    subprocess.run([shutil.which("cc") or "gcc", "-O2", "-Wall", "-Werror", "-pthread", "-o", str(out),
+                    str(BENCH / "cwriter.c")], check=True)
+    return str(out)
+
+
+def _run(cwriter: str, server: Nsqd, *args: str) -> dict:
+    done = subprocess.run([cwriter, server.host, str(server.tcp_port), "bench", "200", *args],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done
+    return json.loads(done.stdout)
+
+
+def _published(server: Nsqd) -> int:
+    topic = server.topic("bench")
+    return 0 if topic is None else topic["message_count"]
+
+
+def test_cwriter_waiting_for_each_ok_counts_every_acknowledged_message(servers: Servers, cwriter: str) -> None:
+    server = servers.nsqd()
+    result = _run(cwriter, server, "1", "0.3", "2")
+    assert not result["failed"] and result["messages"] > 0
+    assert result["messages"] == result["round_trips"] == _published(server)
+    mpub = _run(cwriter, server, "50", "0.3", "1")
+    assert mpub["messages"] == 50 * mpub["round_trips"]
+    assert _published(server) == result["messages"] + mpub["messages"]
+
+
+def test_cwriter_at_a_fixed_rate_sends_on_schedule_and_matches_each_ok(servers: Servers, cwriter: str) -> None:
+    server = servers.nsqd()
+    result = _run(cwriter, server, "1", "0.5", "1", "2000")
+    assert not result["failed"]
+    # sent when due, not when the previous OK came: the count is the schedule's (0.5 s at 2000/s)
+    assert result["messages"] == 1000 == _published(server)
+    assert 0 < result["p50_us"] <= result["p99_us"] <= result["p999_us"] <= result["max_us"]
+
+
+def test_cwriter_reports_a_refused_publish_as_a_failure(servers: Servers, cwriter: str) -> None:
+    server = servers.nsqd(max_msg_size=100)  # every 200-byte body is refused: E_BAD_MESSAGE
+    done = subprocess.run([cwriter, server.host, str(server.tcp_port), "bench", "200", "1", "0.3", "1", "1000"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and json.loads(done.stdout)["failed"] is True
+
+
+def test_python_paced_publisher_counts_every_ok(servers: Servers) -> None:
+    server = servers.nsqd()
+    result = loadgen.pub_paced(server.tcp_address, "bench", 500, 5000.0)
+    assert result["messages"] == len(result["latencies"]) == 500 == _published(server)
+    assert all(latency > 0 for latency in result["latencies"])
+
+
+def test_the_null_server_answers_ok_to_each_publish(tmp_path: Path, cwriter: str) -> None:
+    tcp, http_port = free_port("127.0.0.1"), free_port("127.0.0.1")
+    proc = subprocess.Popen([sys.executable, str(BENCH / "null_nsqd.py"), f"--tcp-address=127.0.0.1:{tcp}",
+                             f"--http-address=127.0.0.1:{http_port}", "--mem-queue-size=5"])
+    try:
+        wait_for(lambda: http("GET", f"http://127.0.0.1:{http_port}/ping", timeout=1)[0] == 200, 20)
+        done = subprocess.run([cwriter, "127.0.0.1", str(tcp), "bench", "200", "1", "0.3", "1", "2000"],
+                              capture_output=True, text=True, timeout=60)
+        result = json.loads(done.stdout)
+        assert done.returncode == 0 and result["messages"] == 600
+    finally:
+        proc.terminate()
+        proc.wait(10)
