@@ -17,6 +17,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,7 +131,7 @@ static void *take_oks(void *arg) {
         if (await_ok(w->fd, frame, 1 << 16) < 0) {
             /* the end: the writer half-closed after its last PUB and every PUB was answered */
             if (!__atomic_load_n(&w->writer_done, __ATOMIC_ACQUIRE) || i < __atomic_load_n(&w->sent, __ATOMIC_ACQUIRE))
-                w->failed = 1;
+                __atomic_store_n(&w->failed, 1, __ATOMIC_RELEASE);
             break;
         }
         double sent_at = w->sent_at[i]; /* written before the PUB left, so before its OK came */
@@ -152,7 +153,7 @@ static void *publish_paced(struct worker *w) {
     pthread_create(&reader, NULL, take_oks, w);
     for (long i = 0; i < capacity; i++) {
         double due = start + i * interval;
-        if (due >= end) break;
+        if (due >= end || __atomic_load_n(&w->failed, __ATOMIC_ACQUIRE)) break;
         double wait = due - now();
         if (wait > 0) {
             struct timespec ts = {(time_t)wait, (long)((wait - (time_t)wait) * 1e9)};
@@ -161,7 +162,7 @@ static void *publish_paced(struct worker *w) {
         w->sent_at[i] = now();
         __atomic_store_n(&w->sent, i + 1, __ATOMIC_RELEASE);
         if (write_all(w->fd, command, length) < 0) {
-            w->failed = 1;
+            __atomic_store_n(&w->failed, 1, __ATOMIC_RELEASE);
             break;
         }
     }
@@ -228,6 +229,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bad arguments\n");
         return 2;
     }
+    signal(SIGPIPE, SIG_IGN); /* a closed connection is a failed write, reported as such */
     struct worker *ws = calloc((size_t)workers, sizeof *ws);
     double start = now();
     for (int i = 0; i < workers; i++) {
