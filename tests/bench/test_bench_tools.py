@@ -3,11 +3,13 @@ its count. Each runs briefly against a real nsqd (no speed is asserted) and what
 published is checked against nsqd's own count."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -15,8 +17,19 @@ from tests.conftest import Servers
 from tests.servers import Nsqd, free_port, http, wait_for
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(BENCH))
-import loadgen  # noqa: E402
+
+
+def _load_loadgen() -> ModuleType:
+    # from its file, not by putting bench/ on sys.path, where its scripts' names would
+    # shadow modules of the same name for every later test of the session
+    spec = importlib.util.spec_from_file_location("bench_loadgen", BENCH / "loadgen.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+loadgen = _load_loadgen()
 
 @pytest.fixture(scope="module")
 def cwriter(tmp_path_factory: pytest.TempPathFactory) -> str:

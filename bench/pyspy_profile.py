@@ -1,6 +1,6 @@
 """Profile our nsqd under one workload with py-spy and print the headline functions.
 
-    .venv/bin/python bench/profile.py consume [--scale 1.0] [--out /tmp/consume.txt]
+    .venv/bin/python bench/pyspy_profile.py consume [--scale 1.0] [--out /tmp/consume.txt]
 
 Starts a fresh nsqd, attaches ``py-spy record --format raw`` to it, runs the workload's
 load generator in another process, and prints nsqd's CPU seconds and the functions with
