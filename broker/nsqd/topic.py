@@ -71,7 +71,7 @@ class Topic:
         """One message: a fresh payload, or a ``Message`` (deferred when its ``defer`` is set)."""
         self.message_count += 1
         self.message_bytes += len(item.payload if item.__class__ is Message else item) - MESSAGE_OVERHEAD  # type: ignore[union-attr,arg-type]
-        if self._flowing() and not self.memory and not self.backend.depth:
+        if self._straight_to_channels():
             self._fan_out(item)
         else:
             self._enqueue(item)
@@ -84,7 +84,7 @@ class Topic:
     def put_payloads(self, payloads: list[Payload]) -> None:
         """An MPUB's fresh messages: every channel takes the batch at once."""
         self._count(payloads)
-        if self._flowing() and not self.memory and not self.backend.depth:
+        if self._straight_to_channels():
             for channel in list(self.channels.values()):
                 channel.put_payloads(payloads)
         else:
@@ -96,7 +96,7 @@ class Topic:
         """Fresh messages, put only if every one stays in a memory queue (so putting them
         cannot fail on a disk); False, with nothing put, otherwise."""
         count = len(payloads)
-        if self._flowing() and not self.memory and not self.backend.depth:
+        if self._straight_to_channels():
             channels = list(self.channels.values())
             for channel in channels:
                 if not channel.fits_in_memory(count):
@@ -118,6 +118,10 @@ class Topic:
 
     def _flowing(self) -> bool:
         return self.started and not self.paused and not self.exiting and bool(self.channels)
+
+    def _straight_to_channels(self) -> bool:
+        """A fresh message skips the topic's queues: it flows and nothing older waits."""
+        return self._flowing() and not self.memory and not self.backend.depth
 
     def _enqueue(self, item: Payload | Message) -> None:
         if len(self.memory) < self.mem_queue_size:
