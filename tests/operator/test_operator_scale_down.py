@@ -105,3 +105,21 @@ async def test_a_failed_handoff_stops_the_scale_down_until_a_retry_succeeds(oper
     received = consume_all(operator, "shrink-nsqd-0", "jobs", "work")
     assert set(bodies("late", 25)) <= set(received)
     assert (await operator.condition("NsqCluster", "shrink", "Degraded") or {}).get("status") == "False"
+
+
+async def test_a_handoff_begun_before_the_operator_recorded_it_is_carried_on(operator: OperatorUnderTest) -> None:
+    # runs after the test above, on the same cluster, now 1 nsqd: back to 2 first
+    await operator.patch("NsqCluster", "shrink", {"spec": {"nsqd": {"replicas": 2}}})
+    await operator.ready("NsqCluster", "shrink", timeout=90)
+    publish(operator, "shrink-nsqd-1", "jobs", bodies("orphan", 15))
+    # the leaving nsqd is already handing off, as after an operator restart between its
+    # POST /drain and the status write: unready from then on, and its phase unrecorded
+    entry = operator.pods.pods()["shrink-nsqd-0"]
+    target = f"{entry['host']}:{entry['http_port']}"
+    status, answer = operator.pod_call("shrink-nsqd-1", "POST", f"/drain?handoff={target}")
+    assert status == 200, answer
+
+    await operator.patch("NsqCluster", "shrink", {"spec": {"nsqd": {"replicas": 1}}})
+
+    await scaled_to(operator, "shrink", 1)
+    assert set(bodies("orphan", 15)) <= set(consume_all(operator, "shrink-nsqd-0", "jobs", "work"))

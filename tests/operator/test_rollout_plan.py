@@ -134,6 +134,14 @@ def test_scale_down_hands_the_highest_ordinal_off_to_the_pods_that_stay() -> Non
     assert isinstance(plan(observed(nsqds, replicas=3, wanted=0), registered=True), Refuse)
 
 
+def test_an_unready_leaving_nsqd_is_named_so_a_handoff_under_way_can_be_carried_on() -> None:
+    nsqds = [pod("demo-nsqd-0", NEW), pod("demo-nsqd-1", NEW, ready=False)]  # unready: draining, maybe
+    step = plan(observed(nsqds, replicas=2, wanted=1), registered=True)
+    assert isinstance(step, Wait) and step.leaving == "demo-nsqd-1"
+    gone = plan(observed(nsqds[:1], replicas=2, wanted=1), registered=True)
+    assert isinstance(gone, Wait) and gone.leaving is None  # nothing there to ask
+
+
 def test_idle_when_every_pod_runs_the_target() -> None:
     done = observed([pod("demo-nsqd-0", NEW), pod("demo-nsqd-1", NEW)])
     assert not has_work(done)

@@ -26,6 +26,9 @@ class Idle:
 @dataclass(frozen=True)
 class Wait:
     message: str
+    # a scale-down's leaving nsqd that does not pass its readiness probe: it may be draining
+    # already, handing its messages off (a phase the roller did not get to record)
+    leaving: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,8 @@ def _scale_down(nsqd: ComponentView, wanted: int) -> Step:
         return Refuse("scaling nsqd to 0 would leave no nsqd to hand the messages off to")
     if leaving is None or not leaving.serving:
         name = nsqd.pod_name(nsqd.replicas - 1)
-        return Wait(f"waiting for {name} to answer so that its messages can be handed off before it is removed")
+        return Wait(f"waiting for {name} to answer so that its messages can be handed off before it is removed",
+                    leaving=None if leaving is None else name)
     unready = _not_ready_besides(nsqd, None, wanted)
     if unready:
         return Wait(f"waiting for {', '.join(unready)} to be Ready to take over the messages of {leaving.name}")

@@ -162,6 +162,8 @@ class Roller:
                 return state
             return progress.enter(state, "Complete", step.message, pod=None, component=None, reason=None)
         if isinstance(step, Wait):
+            if step.leaving is not None and await self._already_handing_off(step.leaving):
+                return self._handoff_phase(state, step.leaving)
             return progress.waiting(state, step.message)
         if isinstance(step, Refuse):
             raise StopRoll(step.message)
@@ -176,8 +178,21 @@ class Roller:
             raise StopRoll(f"{step.pod} does not answer, its messages cannot be handed off")
         await self.event(SCALE_DOWN, f"scaling nsqd down: handing the messages of {step.pod} off to "
                                      f"{', '.join(step.recipients)} before removing it")
-        return progress.enter(state, "HandingOff", f"handing off the messages of {step.pod}", pod=step.pod,
+        return self._handoff_phase(state, step.pod)
+
+    @staticmethod
+    def _handoff_phase(state: RolloutStatus, pod: str) -> RolloutStatus:
+        return progress.enter(state, "HandingOff", f"handing off the messages of {pod}", pod=pod,
                               component=labels.NSQD, reason=SCALE_DOWN)
+
+    async def _already_handing_off(self, pod: str) -> bool:
+        """The leaving nsqd is unready because its scale-down handoff began, by a pass whose
+        phase was not recorded (the operator restarted in between, say): carry it on."""
+        try:
+            drain = await self.drain_client(pod).state()
+        except NoAnswer:
+            return False
+        return isinstance(drain, DrainState) and drain.handoff is not None
 
     async def _restart(self, state: RolloutStatus, step: Restart) -> RolloutStatus:
         fields = {"pod": step.pod, "component": step.component, "reason": step.reason}
