@@ -13,7 +13,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,16 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
+from nsq_local.processes import free_port as free_port  # the tests' servers get ports the local cluster's way
+
 BIN = Path(sys.executable).parent
 HOST = "127.0.0.1"
 T = TypeVar("T")
-
-
-def free_port(host: str = HOST) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
 
 def wait_for(predicate: Callable[[], T], timeout: float = 10.0, interval: float = 0.02,
              message: str = "condition") -> T:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import shutil
 import signal
 import socket
@@ -14,8 +15,29 @@ from pathlib import Path
 import aiohttp
 
 
+def _ephemeral_ports() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    """A port nothing is bound to, below the kernel's ephemeral range: a port from that range
+    can be given to any outgoing connection, which then holds it while the server that was
+    meant to listen there is restarting (or has not bound it yet), and that start fails."""
+    low = _ephemeral_ports()[0]
+    candidates = range(max(1024, low - 12000), low)
+    for _ in range(100):
+        port = random.choice(candidates)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # all taken: any the kernel gives
         s.bind((host, 0))
         return int(s.getsockname()[1])
 
