@@ -19,6 +19,7 @@ from urllib.parse import quote
 import aiohttp
 
 from nsq_protocol.errors import ProtocolError
+from nsq_protocol.host_port import split_host_port
 from nsq_protocol.lookup_v1 import (
     MAGIC_V1,
     V1ResponseDecoder,
@@ -176,7 +177,7 @@ class _Peer:
 
     async def _session(self) -> None:
         """One connection, from connecting until it fails (it never ends otherwise)."""
-        host, port = _split_address(self.address)
+        host, port = split_host_port(self.address)
         self.log.info("LOOKUPD(%s): connecting", self.address)
         async with asyncio.timeout(CONNECT_TIMEOUT):
             reader, writer = await asyncio.open_connection(host, port)
@@ -303,13 +304,6 @@ class _Connection:
             await self._reading
         except (asyncio.CancelledError, OSError, EOFError, ProtocolError):
             pass
-
-
-def _split_address(address: str) -> tuple[str, int]:
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"invalid lookupd address {address!r}")
-    return host.strip("[]"), int(port)
 
 
 def _join_host_port(host: str, port: int) -> str:

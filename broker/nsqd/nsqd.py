@@ -16,6 +16,7 @@ from aiohttp import web
 from nsq_protocol import errors as E
 from nsq_protocol.commands import CommandLimits
 from nsq_protocol.errors import ProtocolError
+from nsq_protocol.host_port import split_host_port
 from nsq_protocol.identify import ServerLimits
 from nsq_protocol.names import is_ephemeral
 
@@ -44,10 +45,9 @@ log = logging.getLogger("nsqd")
 
 
 def split_address(address: str) -> tuple[str, int]:
-    """``host:port``, ``[v6]:port`` or ``:port`` (every interface)."""
-    host, _, port = address.rpartition(":")
-    host = host.strip("[]")
-    return host or "0.0.0.0", int(port)
+    """A listen address (checked when the options were read); ``:port`` is every interface."""
+    host, port = split_host_port(address)
+    return host or "0.0.0.0", port
 
 
 class NSQD:

@@ -3,21 +3,7 @@ from __future__ import annotations
 
 import socket
 
-
-def split_host_port(address: str) -> tuple[str, int]:
-    """``host:port``, ``[v6]:port`` or ``:port`` into (host, port); ValueError otherwise."""
-    if address.startswith("["):
-        end = address.find("]")
-        if end < 0 or address[end + 1:end + 2] != ":":
-            raise ValueError(f"address {address!r}: expected [host]:port")
-        host, port_text = address[1:end], address[end + 2:]
-    else:
-        host, sep, port_text = address.rpartition(":")
-        if not sep or ":" in host:
-            raise ValueError(f"address {address!r}: expected host:port")
-    if not port_text.isdigit() or int(port_text) > 65535:
-        raise ValueError(f"address {address!r}: invalid port {port_text!r}")
-    return host, int(port_text)
+from nsq_protocol.host_port import split_host_port
 
 
 def bind_listener(address: str, backlog: int = 1024) -> socket.socket:

@@ -4,21 +4,13 @@ from __future__ import annotations
 import socket
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from nsq_protocol.flags import Duration
+from nsq_protocol.host_port import ListenAddress
 from nsq_protocol.logfmt import normalize_level
 
-from .listen import split_host_port
-
-
-def _listen_address(value: str) -> str:
-    split_host_port(value)
-    return value
-
-
 LogLevel = Annotated[str, BeforeValidator(normalize_level)]
-ListenAddress = Annotated[str, AfterValidator(_listen_address)]
 
 
 class NsqlookupdOptions(BaseModel):
