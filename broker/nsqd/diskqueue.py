@@ -534,6 +534,7 @@ class DiskQueue:
         pos = self._read_pos
         if pos == end and self._read_file < self._write_file:
             self._finish_read_segment()
+            self._correct_depth_when_caught_up()  # metadata saved with the last entry read, not the move
             return None
         header = reader.read(pos, _ENTRY_LENGTH.size, end)
         if header is None:

@@ -358,6 +358,19 @@ def test_negative_depth_in_metadata_is_recounted(tmp_path: Path, caplog: pytest.
     queue.close()
 
 
+def test_a_reader_at_the_end_of_a_finished_segment_with_a_stale_depth_is_caught_up(tmp_path: Path) -> None:
+    # metadata saved after the last entry of segment 0 was read, before the reader moved on
+    # to the writer's segment, with a depth that still counts that entry
+    segment(tmp_path, 0).write_bytes(entry(payload(1)))
+    write_meta(tmp_path, f"1\n0,{len(entry(payload(1)))}\n1,0\n")
+    queue = open_queue(tmp_path)
+    assert drain(queue) == []
+    assert queue.depth == 0
+    queue.put(payload(2))
+    assert queue.depth == 1 and queue.get() == payload(2)
+    queue.close()
+
+
 _segment_bytes = st.lists(
     st.one_of(
         st.builds(lambda n, size: entry(payload(n, size)), st.integers(0, 255), st.integers(0, 40)),
