@@ -197,4 +197,7 @@ async def test_concurrent_publishers_share_fsync_rounds(servers) -> None:
     assert publishes == len(acked), "every acknowledged PUB is released by exactly one counted round"
     print(f"\n{publishes:.0f} acknowledged PUBs from {rounds:.0f} fsync rounds "
           f"({publishes / rounds:.1f} publishes per round)")
-    assert rounds < publishes / 4, f"publishers did not share fsyncs: {rounds:.0f} rounds for {publishes:.0f} PUBs"
+    # one round per PUB without group commit; how many share a round depends on how fast the
+    # publishers (in this test's process, on shared cores) come back, so a loaded machine has
+    # seen under 4 per round (and ~15 on an idle one): at least 2 proves the sharing
+    assert rounds <= publishes / 2, f"publishers did not share fsyncs: {rounds:.0f} rounds for {publishes:.0f} PUBs"
