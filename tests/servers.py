@@ -77,6 +77,7 @@ _LISTENING = re.compile(rb"\b(TCP|HTTP): listening on (\S+):(\d+)")
 
 class ServerProcess:
     program = ""
+    ping_path = "/ping"  # readiness: 200 here
 
     def __init__(self, workdir: Path, flags: dict[str, Any] | None = None, host: str = HOST,
                  tcp_port: int | None = None, http_port: int | None = None) -> None:
@@ -123,7 +124,7 @@ class ServerProcess:
                 raise RuntimeError(f"{self.program} exited with {self.proc.returncode}:\n{self.log()}")
             if 0 in (self.tcp_port, self.http_port) and not self._read_listening_ports(log_offset):
                 return False
-            status, body = http("GET", self.url("/ping"), timeout=1)
+            status, body = http("GET", self.url(self.ping_path), timeout=1)
             return status == 200
         try:
             wait_for(ready, timeout, message=f"{self.program} answers /ping")
