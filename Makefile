@@ -16,10 +16,15 @@ $(BASE): pyproject.toml
 	touch $(BASE)
 
 # Spark runs on a JVM: Java 17 from Debian's packages where none is installed (needs root).
+# nsqadmin's page tests drive Debian's headless Chromium; without root they skip, saying why.
 $(STAMP): $(BASE)
 	@command -v java >/dev/null || { \
 	  echo "installing Java 17 for the Spark tests"; \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends openjdk-17-jre-headless; }
+	@{ command -v chromium >/dev/null && command -v chromedriver >/dev/null; } || { \
+	  echo "installing Chromium for the nsqadmin page tests"; \
+	  { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium chromium-driver; } || \
+	  echo "could not install chromium and chromium-driver: the nsqadmin page tests will skip"; }
 	$(PY) -m pip install -q -e '.[test,spark]'
 	touch $(STAMP)
 

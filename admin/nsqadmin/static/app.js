@@ -54,7 +54,7 @@ function banner(kind, text, origin) {
 }
 
 // Asks, then calls the API; the answer (or its warning) is shown until the next page.
-async function run(question, method, path, body, then) {
+async function run(question, method, path, body, then, label) {
   document.getElementById("confirm-text").textContent = question;
   dialog.returnValue = "";
   dialog.showModal();
@@ -62,9 +62,9 @@ async function run(question, method, path, body, then) {
   if (choice !== "ok") return;
   const answer = await api(method, path, body);
   const message = answer.data.message || "";
-  if (!answer.ok) actionBanners = [banner("error", `${question.replace(/\?$/, "")} failed (HTTP ${answer.status}): ${message}`, "action")];
-  else if (message) actionBanners = [banner("warning", `Done, with warnings: ${message}`, "action")];
-  else actionBanners = [banner("info", `Done: ${question.replace(/\?$/, "")}.`, "action")];
+  if (!answer.ok) actionBanners = [banner("error", `${label} failed (HTTP ${answer.status}): ${message}`, "action")];
+  else if (message) actionBanners = [banner("warning", `${label}: done, with warnings: ${message}`, "action")];
+  else actionBanners = [banner("info", `${label}: done`, "action")];
   if (answer.ok && then) {
     const kept = actionBanners;
     navigate(then);
@@ -75,7 +75,7 @@ async function run(question, method, path, body, then) {
 
 function action(label, question, method, path, body, { kind = "", small = false, testid = "", then = "" } = {}) {
   return h("button", { type: "button", class: `${kind} ${small ? "small" : ""}`.trim(), "data-action": testid,
-                       onclick: () => run(question, method, path, body, then) }, label);
+                       onclick: () => run(question, method, path, body, then, label) }, label);
 }
 
 function makeContext() {
@@ -85,7 +85,7 @@ function makeContext() {
     warn: (message) => { if (message) warnings.push(message); },
     link,
     action,
-    run: (question, method, path, body) => run(question, method, path, body, ""),
+    run: (question, method, path, body, label) => run(question, method, path, body, "", label),
     admin: (el) => (config.isAdmin ? el : null),
   };
 }

@@ -299,7 +299,8 @@ export async function lookupView(ctx) {
   const form = h("form", { class: "inline", onsubmit: (e) => {
     e.preventDefault();
     const body = { topic: topicInput.value.trim(), channel: channelInput.value.trim() };
-    ctx.run(`Create topic ${body.topic}${body.channel ? ` and channel ${body.channel}` : ""}?`, "POST", "/api/topics", body);
+    const what = `topic ${body.topic}${body.channel ? ` and channel ${body.channel}` : ""}`;
+    ctx.run(`Create ${what}?`, "POST", "/api/topics", body, `Create ${what}`);
   } }, topicInput, channelInput, h("button", { type: "submit", "data-testid": "create" }, "Create"));
   const sources = config.lookupds.length ? config.lookupds : config.nsqds;
   return h("div", {}, h("h1", {}, "Lookup"),

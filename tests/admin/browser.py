@@ -1,0 +1,57 @@
+"""Headless Chromium from Debian's packages, driven by selenium through chromedriver, with
+the flags this machine needs (no sandbox as root, no GPU, no network calls of its own)."""
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--disable-dev-shm-usage", "--window-size=1400,1000")
+
+
+def find_browser() -> tuple[str, str]:
+    """(chromium, chromedriver) paths; skips the test with the reason when either is missing."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    if not chromium or not driver:
+        pytest.skip("Chromium is not installed: `make test` installs Debian's chromium and chromium-driver "
+                    "(as root, with apt-get); install them to run the browser tests")
+    return chromium, driver
+
+
+def start_browser(profile: Path) -> Any:
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        pytest.skip("selenium is not installed (pip install -e '.[test]')")
+    chromium, driver = find_browser()
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={profile}")
+    return webdriver.Chrome(options=options, service=Service(driver))
+
+
+def eventually(check: Callable[[], Any], timeout: float = 20.0, message: str = "condition") -> Any:
+    """``check()`` until it returns something truthy; DOM nodes replaced by a refresh
+    (stale references) and missing ones count as "not yet"."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    deadline = time.monotonic() + timeout
+    last: BaseException | None = None
+    while True:
+        try:
+            value = check()
+            if value:
+                return value
+        except (StaleElementReferenceException, NoSuchElementException, AssertionError, ValueError) as e:
+            last = e
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{message} not seen within {timeout}s" + (f" (last: {last!r})" if last else ""))
+        time.sleep(0.1)
