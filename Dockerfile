@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
-# One image for the whole system: `nsq-operator` (the default command), `nsqd` and
-# `nsqlookupd`; the operator's StatefulSets run the latter two from this same image.
+# One image for the whole system: `nsq-operator` (the default command), `nsqd`,
+# `nsqlookupd` and `nsqadmin`; the operator's StatefulSets and nsqadmin Deployment run
+# them from this same image.
 #   docker build -t nsq-operator:0.1.0 .
 # Only the project and its runtime dependencies are installed: no Spark, no test tools.
 ARG PYTHON_IMAGE=python:3.11-slim
@@ -12,6 +13,7 @@ COPY pyproject.toml README.md ./
 COPY protocol/ protocol/
 COPY broker/ broker/
 COPY lookupd/ lookupd/
+COPY admin/ admin/
 COPY client/ client/
 COPY local/ local/
 COPY operator/ operator/
@@ -31,5 +33,5 @@ RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 USER 65532:65532
 WORKDIR /data
-EXPOSE 4150 4151 4160 4161 8080
+EXPOSE 4150 4151 4160 4161 4171 8080
 CMD ["nsq-operator"]

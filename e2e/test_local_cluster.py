@@ -27,14 +27,18 @@ pytestmark = pytest.mark.slow
 async def test_rolling_restart_under_load_loses_no_acknowledged_message(
         tmp_path: Path, drain_by: str, drained_by: str) -> None:
     options = DemoOptions(
-        cluster=ClusterOptions(workdir=tmp_path),
+        cluster=ClusterOptions(workdir=tmp_path, admin=True),
         # the slow channel keeps a backlog on every nsqd, which only its own disk can bring back
         load=LoadOptions(rate=300, slow_channel="archive", slow_share=0.7),
         before=1.5, after=1.5, settle_timeout=30, exit_timeout=30, drain_by=drain_by)
 
-    report = await run_demo(options)
+    said: list[str] = []
+    report = await run_demo(options, progress=said.append)
     text = render(report)
     tally = report.tally
+    admin_url = next(line.split()[1] for line in said if line.startswith("nsqadmin: "))
+    with pytest.raises(OSError):  # the demo's nsqadmin stopped with its cluster
+        http("GET", admin_url + "ping", timeout=1)
 
     assert report.errors == [], text
     assert [(r.name, r.drained_by, r.exit_code) for r in report.restarts] == [
@@ -69,6 +73,9 @@ def test_up_runs_a_cluster_until_interrupted_and_stops_every_node(tmp_path: Path
         nodes = {words[0]: words[4] for words in (line.split() for line in lines) if len(words) == 5
                  and words[1] == "TCP"}
         assert sorted(nodes) == ["nsqd-0", "nsqd-1", "nsqd-2", "nsqlookupd-0", "nsqlookupd-1"], lines
+        admin_url = next(line.split()[1] for line in lines if line.startswith("nsqadmin: "))
+        status, body = http("GET", admin_url + "api/nodes")
+        assert status == 200 and len(json.loads(body)["nodes"]) == 3, body
         for http_address in nodes.values():
             assert http("GET", f"http://{http_address}/ping")[0] == 200
         assert {p["tcp_port"] for p in _lookupd_nodes(nodes["nsqlookupd-0"])} == {
@@ -77,7 +84,7 @@ def test_up_runs_a_cluster_until_interrupted_and_stops_every_node(tmp_path: Path
         os.killpg(proc.pid, signal.SIGINT)
         out, _ = proc.communicate(timeout=40)
         assert proc.returncode == 0, out
-        assert "stopped: " in out.decode() and out.decode().count("exit 0") == 5, out
+        assert "stopped: " in out.decode() and out.decode().count("exit 0") == 6, out
         for http_address in nodes.values():
             with pytest.raises(OSError):
                 http("GET", f"http://{http_address}/ping", timeout=1)

@@ -52,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="first of consecutive ports for the nodes (default: free ports)")
     common.add_argument("--nsqd-flag", action="append", default=[], metavar="NAME=VALUE",
                         help="extra nsqd flag, e.g. --nsqd-flag mem-queue-size=100 (repeatable)")
+    common.add_argument("--no-admin", action="store_true", help="do not run nsqadmin, the web UI")
     common.add_argument("-v", "--verbose", action="store_true", help="log what the cluster and clients do")
 
     sub.add_parser("up", parents=[common], help="run a cluster until Ctrl-C")
@@ -82,7 +83,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _cluster_options(args: argparse.Namespace, workdir: Path) -> ClusterOptions:
     return ClusterOptions(nsqds=args.nsqds, lookupds=args.lookupds, workdir=workdir,
-                          base_port=args.base_port, nsqd_flags=_flags(args.nsqd_flag))
+                          base_port=args.base_port, nsqd_flags=_flags(args.nsqd_flag), admin=not args.no_admin)
 
 
 async def _up(options: ClusterOptions) -> int:
@@ -96,6 +97,8 @@ async def _up(options: ClusterOptions) -> int:
         lines = [f"cluster up, data and logs in {options.workdir}"]
         lines += [f"  {node.name:<13} TCP {node.tcp_address}  HTTP {node.http_address}"
                   for node in cluster.lookupds + cluster.nsqds]
+        if cluster.admin_url:
+            lines.append(f"nsqadmin: {cluster.admin_url}")
         lines += ["consumers: " + " ".join(f"--lookupd-http-address={a}" for a in cluster.lookupd_http_addresses),
                   "producers: " + " ".join(f"--nsqd-tcp-address={a}" for a in cluster.nsqd_tcp_addresses),
                   "Ctrl-C stops it"]

@@ -1,8 +1,8 @@
 """A cluster on this machine: nsqlookupds and nsqds as child processes on loopback ports.
 
-Every nsqd registers with every lookupd. A node keeps its directory and its ports for
-the cluster's whole life, so a restart comes back on the same disk at the same address,
-as a pod of a StatefulSet would. A node counts as up once it is ready (``/ready`` where
+Every nsqd registers with every lookupd; nsqadmin, when asked for, asks every lookupd.
+A node keeps its directory and its ports for the cluster's whole life, so a restart comes
+back on the same disk at the same address, as a pod of a StatefulSet would. A node counts as up once it is ready (``/ready`` where
 nsqd has it, else ``/ping``) and, for an nsqd, once every lookupd lists it with all of
 its topics.
 """
@@ -41,6 +41,8 @@ class LocalCluster:
         self.nsqds = [node("nsqd", f"nsqd-{i}", {"node-id": str(i + 1), "lookupd-tcp-address": lookupd_tcp,
                                                  **options.nsqd_flags})
                       for i in range(options.nsqds)]
+        self.admin = node("nsqadmin", "nsqadmin", {"lookupd-http-address": self.lookupd_http_addresses}) \
+            if options.admin else None
         self._session: aiohttp.ClientSession | None = None
 
     # -- addresses ----------------------------------------------------------------------
@@ -51,6 +53,10 @@ class LocalCluster:
     @property
     def lookupd_http_addresses(self) -> list[str]:
         return [n.http_address for n in self.lookupds]
+
+    @property
+    def admin_url(self) -> str | None:
+        return f"http://{self.admin.http_address}/" if self.admin else None
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -67,7 +73,8 @@ class LocalCluster:
         A failure stops whatever was started."""
         try:
             await asyncio.gather(*(n.start(self.options.start_timeout) for n in self.lookupds))
-            await asyncio.gather(*(self.start_nsqd(n) for n in self.nsqds))
+            admin = [self.admin.start(self.options.start_timeout)] if self.admin else []
+            await asyncio.gather(*(self.start_nsqd(n) for n in self.nsqds), *admin)
         except BaseException:
             await self.stop()
             raise
@@ -89,9 +96,11 @@ class LocalCluster:
         await self.wait_registered(node, self.options.start_timeout)
 
     async def stop(self) -> dict[str, int | None]:
-        """SIGTERM every nsqd (each persists what it holds), then every lookupd; the exit
-        code of each node that was running."""
+        """SIGTERM nsqadmin, every nsqd (each persists what it holds), then every lookupd;
+        the exit code of each node that was running."""
         codes: dict[str, int | None] = {}
+        if self.admin is not None and self.admin.running:
+            codes[self.admin.name] = await self.admin.stop()
         running = [n for n in self.nsqds if n.running]
         for node, code in zip(running, await asyncio.gather(*(n.stop() for n in running))):
             codes[node.name] = code

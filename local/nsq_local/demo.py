@@ -53,6 +53,8 @@ async def run_demo(options: DemoOptions, progress: Progress = _quiet,
     try:
         for node in cluster.lookupds + cluster.nsqds:
             progress(f"  {node.name:<13} TCP {node.tcp_address}  HTTP {node.http_address}")
+        if cluster.admin_url:
+            progress(f"nsqadmin: {cluster.admin_url} (the cluster's web UI, while the demo runs)")
         await cluster.create_topics(topics, channels)
         ledger = Ledger(topics, channels, first_phase="before")
         load = Load(options.load, ledger, cluster.nsqd_tcp_addresses, cluster.lookupd_http_addresses,

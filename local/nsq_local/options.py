@@ -20,10 +20,11 @@ class ClusterOptions(BaseModel):
                                        "(name without dashes -> value)")
     lookupd_flags: dict[str, str] = Field(default_factory=dict, description="extra nsqlookupd flags")
     start_timeout: float = Field(default=30.0, gt=0, description="seconds a node has to answer and register")
+    admin: bool = Field(default=False, description="also run nsqadmin (the web UI), asking every lookupd")
 
     @model_validator(mode="after")
     def _ports_fit(self) -> "ClusterOptions":
-        if self.base_port and self.base_port + 2 * (self.nsqds + self.lookupds) > 65535:
+        if self.base_port and self.base_port + 2 * (self.nsqds + self.lookupds + self.admin) > 65535:
             raise ValueError(f"base_port {self.base_port} leaves no room for every node's two ports")
         return self
 

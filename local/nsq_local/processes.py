@@ -1,4 +1,4 @@
-"""Start and stop nsqd / nsqlookupd as child processes on loopback addresses."""
+"""Start and stop nsqd / nsqlookupd / nsqadmin as child processes on loopback addresses."""
 from __future__ import annotations
 
 import asyncio
@@ -50,7 +50,7 @@ def program(name: str) -> str:
 
 @dataclass
 class Node:
-    kind: str  # "nsqd" or "nsqlookupd"
+    kind: str  # "nsqd", "nsqlookupd" or "nsqadmin" (HTTP only: its tcp_port goes unused)
     name: str
     workdir: Path
     host: str = "127.0.0.1"
@@ -73,8 +73,9 @@ class Node:
         return f"{self.host}:{self.http_port}"
 
     def argv(self) -> list[str]:
-        args = [program(self.kind), f"--tcp-address={self.tcp_address}",
-                f"--http-address={self.http_address}", f"--broadcast-address={self.host}"]
+        args = [program(self.kind), f"--http-address={self.http_address}"]
+        if self.kind != "nsqadmin":
+            args += [f"--tcp-address={self.tcp_address}", f"--broadcast-address={self.host}"]
         if self.kind == "nsqd":
             args.append(f"--data-path={self.workdir / 'data'}")
         for key, value in self.flags.items():

@@ -32,7 +32,7 @@ class Call:
 NSQ = "nsq.dev"
 CUSTOM = ("nsqclusters", "nsqtopics", "nsqchannels")
 BUILT = (("", "serviceaccounts"), ("", "configmaps"), ("", "services"), ("apps", "statefulsets"),
-         ("policy", "poddisruptionbudgets"))
+         ("apps", "deployments"), ("policy", "poddisruptionbudgets"))
 
 CALLS: list[Call] = [
     *(Call(verb, NSQ, plural, "watch", "kopf: handlers, timers and indexes of handlers.build_registry")

@@ -42,7 +42,7 @@ def by_kind_and_name(manifests: list[dict[str, Any]]) -> dict[tuple[str, str], d
 @pytest.mark.parametrize("spec", [{}, RICH_SPEC], ids=["defaults", "everything-set"])
 def test_every_manifest_is_valid_kubernetes(spec: dict[str, Any], version: str) -> None:
     manifests = build_cluster(cluster(**spec))
-    assert len(manifests) == 9
+    assert len(manifests) == 11
     for manifest in manifests:
         kubernetes_validate.validate(manifest, version, strict=True)
 

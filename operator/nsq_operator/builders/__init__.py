@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..models import NsqCluster
+from .admin import build_admin_deployment, build_admin_service
 from .configmap import build_configmap
 from .pdb import build_lookupd_pdb, build_nsqd_pdb
 from .serviceaccount import build_service_account
@@ -24,6 +25,8 @@ def build_cluster(cluster: NsqCluster) -> list[dict[str, Any]]:
         build_nsqd_client_service(cluster),
         build_nsqd_statefulset(cluster),
         build_nsqd_pdb(cluster),
+        build_admin_service(cluster),
+        build_admin_deployment(cluster),
     ]
 
 

@@ -32,6 +32,7 @@ KINDS: dict[str, Kind] = {
     "Event": Kind("v1", "events"),
     "PersistentVolumeClaim": Kind("v1", "persistentvolumeclaims"),
     "StatefulSet": Kind("apps/v1", "statefulsets"),
+    "Deployment": Kind("apps/v1", "deployments"),
     "PodDisruptionBudget": Kind("policy/v1", "poddisruptionbudgets"),
     "NsqCluster": Kind(API_VERSION, "nsqclusters"),
     "NsqTopic": Kind(API_VERSION, "nsqtopics"),

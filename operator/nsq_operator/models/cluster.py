@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from ..constants import DEFAULT_IMAGE, PAUSED_ANNOTATION, RESTART_ANNOTATION
+from .admin import AdminSpec
 from .common import CrdModel, GoDuration, Quantity, ResourceRequirements, StatusBase, passthrough
 from .options import LookupdTunables, NsqdTunables
 
@@ -68,6 +69,7 @@ class NsqClusterSpec(CrdModel):
     scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec, description="where pods may run")
     drain_timeout_seconds: int = Field(60, ge=0, le=86400, description="how long a draining nsqd waits for consumers to finish the messages in flight (nsqd's --drain-timeout); the pods' grace period is longer, so a plain SIGTERM drains too")
     metrics: MetricsSpec = Field(default_factory=MetricsSpec, description="statistics export")
+    admin: AdminSpec = Field(default_factory=AdminSpec, description="nsqadmin, the cluster's web UI")
 
 
 class ComponentStatus(CrdModel):
