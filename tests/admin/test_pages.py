@@ -175,3 +175,12 @@ def test_creating_a_topic_from_the_lookup_page(site: dict[str, Any]) -> None:
                message="the new topic listed as known to lookupd only")
     assert "mailer" in lookupd.get_json("/channels?topic=signups")["channels"]
     ui.screenshot("lookup")
+
+
+def test_an_unknown_topic_or_channel_is_said_so(site: dict[str, Any]) -> None:
+    ui = site["ui"]
+    ui.open("/topics/nope")
+    eventually(lambda: ui.text('[data-testid="error"]').startswith("Topic nope not found"), message="not found")
+    ui.open("/topics/clicks/nope")
+    eventually(lambda: ui.text('[data-testid="error"]').startswith("Channel nope not found in topic clicks"),
+               message="channel not found")
