@@ -27,7 +27,10 @@ class Producer:
     remote_addresses: list[str] | None = None
     topics: list[tuple[str, bool]] = field(default_factory=list)  # (topic, tombstoned), sorted
     out_of_date: bool = False
-    scheme: str = "http"
+    url: str = ""  # where its HTTP API is asked: the configured address, else http://http_address
+
+    def __post_init__(self) -> None:
+        self.url = self.url or f"http://{self.http_address}"
 
     @property
     def http_address(self) -> str:
@@ -37,10 +40,6 @@ class Producer:
     @property
     def tcp_address(self) -> str:
         return f"{self.broadcast_address}:{self.tcp_port}"
-
-    @property
-    def url(self) -> str:
-        return f"{self.scheme}://{self.http_address}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -68,15 +67,16 @@ def from_lookupd(entry: dict[str, Any]) -> Producer:
 
 
 def from_nsqd(address: str, info: dict[str, Any], topic_names: list[str]) -> Producer:
-    """A producer from an nsqd's ``/info`` and the topics of its ``/stats``; an nsqd that
-    does not say its broadcast address or hostname is named by ``address``."""
-    scheme, _, host_port = address.rpartition("://")
-    host, _, port = host_port.rpartition(":")
+    """A producer from an nsqd's ``/info`` and the topics of its ``/stats``, asked at
+    ``address`` (an HTTPS one keeps its scheme and port); an nsqd that does not say its
+    broadcast address or hostname is named by ``address``."""
+    host, _, port = address.rpartition("://")[2].rpartition(":")
     broadcast = str(info.get("broadcast_address") or host)
     http_port = int(info.get("http_port") or port)
     return Producer(broadcast_address=broadcast, tcp_port=int(info.get("tcp_port", 0)), http_port=http_port,
                     hostname=str(info.get("hostname") or host), version=str(info.get("version", "")),
-                    topics=sorted((t, False) for t in topic_names), scheme=scheme or "http")
+                    topics=sorted((t, False) for t in topic_names),
+                    url=address if "://" in address else f"http://{address}")
 
 
 def merge_lookupd_nodes(answers: list[tuple[str, list[dict[str, Any]]]]) -> list[Producer]:
