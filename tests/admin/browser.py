@@ -3,11 +3,12 @@ the flags this machine needs (no sandbox as root, no GPU, no network calls of it
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+
+from tests.servers import wait_for
 
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -43,15 +44,10 @@ def eventually(check: Callable[[], Any], timeout: float = 20.0, message: str = "
     """``check()`` until it returns something truthy; DOM nodes replaced by a refresh
     (stale references) and missing ones count as "not yet"."""
     from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
-    deadline = time.monotonic() + timeout
-    last: BaseException | None = None
-    while True:
+
+    def attempt() -> Any:
         try:
-            value = check()
-            if value:
-                return value
-        except (StaleElementReferenceException, NoSuchElementException, AssertionError, ValueError) as e:
-            last = e
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{message} not seen within {timeout}s" + (f" (last: {last!r})" if last else ""))
-        time.sleep(0.1)
+            return check()
+        except (StaleElementReferenceException, NoSuchElementException, ValueError) as e:
+            raise AssertionError(repr(e)) from None
+    return wait_for(attempt, timeout, interval=0.1, message=message)
