@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from nsq_client import Config, Consumer, IdentifyError, Message, NsqdAdmin, Producer
-from tests.broker.certs import Pki, make_pki
+from tests.broker.certs import Pki, make_nonconforming_server, make_pki
 from tests.broker.tls_nsqd import TlsNsqd
 from tests.client.conftest import NSQD_REF, nsqd_starter
 from tests.client.helpers import channel_stats, eventually
@@ -137,3 +137,22 @@ async def test_asking_for_tls_from_an_nsqd_without_it_fails_clearly(shared_nsqd:
     with pytest.raises(IdentifyError, match="TLS was asked for but nsqd did not enable it"):
         await producer.publish(topic, b"x")
     await producer.stop()
+
+
+async def test_a_certificate_breaking_rfc_5280_is_refused_on_every_python(
+        module_servers: Servers, tmp_path: Path, topic: str) -> None:
+    """The client verifies in X.509 strict mode (Python 3.13's default) on 3.11 too, so the
+    same certificate is never accepted on one interpreter and refused on the other; a
+    ``tls_context`` of the user's own is the way to trust such a CA."""
+    ca, server = make_nonconforming_server(tmp_path / "lax-pki")
+    nsqd = module_servers.nsqd(tls_cert=str(server.cert), tls_key=str(server.key),
+                               https_address=f"{HOST}:{free_port()}")
+    producer = Producer(nsqd.tcp_address, Config(tls_v1=True, tls_root_ca_file=str(ca)))
+    with pytest.raises(ssl.SSLCertVerificationError, match="Authority Key Identifier"):
+        await producer.publish(topic, b"x")
+    await producer.stop()
+
+    relaxed = ssl.create_default_context(cafile=str(ca))
+    relaxed.verify_flags &= ~ssl.VERIFY_X509_STRICT
+    async with Producer(nsqd.tcp_address, Config(tls_v1=True, tls_context=relaxed)) as producer:
+        await producer.publish(topic, b"accepted with the user's own context")
