@@ -2,11 +2,16 @@
 ``ChannelStats``, ``ClientStats``) and summed across nodes. Pure functions.
 
 A node's entries carry ``node`` (its ``broadcast_address:http_port``) and ``hostname``;
-sums carry ``node: "*"`` and the node entries they were made of under ``nodes``. In a
-topic's ``channels``, a channel that one node holds is that node's entry, as in Go. One
-that several nodes hold is a new sum of every node's entry; Go instead sums into the
-first node's own entry, so its sum lists the other nodes only and that node's entry under
-``nodes`` shows the sum. The keys are the same.
+sums carry ``node: "*"`` and the node entries they were made of under ``nodes``.
+
+In a topic's ``channels`` Go (``TopicStats.Add``) walks the nodes by hostname and keeps the
+first node's own channel entry, adding any later node's entry for the same channel into
+it. So a channel one node holds is that node's entry, and one that several hold is a sum
+that keeps the first node's traits: its ``hostname``, and on each latency percentile that
+node reported, that node's ``value`` (Go updates the map in place; a quantile only later
+nodes report has none). We build the same sum without Go's side effects: it lists every
+node under ``nodes`` (Go's lists the later ones only) and the first node's own entry under
+the topic's ``nodes`` stays that node's (Go's becomes the sum). The keys are Go's.
 """
 from __future__ import annotations
 
@@ -128,17 +133,31 @@ def sum_channel(topic: str, channel: str, parts: list[Json]) -> Json:
     return total
 
 
+def topic_channel_total(topic: str, channel: str, parts: list[Json]) -> Json:
+    """A channel several nodes hold, as a topic's answer lists it: the sum, grown from the
+    first node's entry (``parts`` by host) as Go grows it."""
+    first = parts[0]
+    total = sum_channel(topic, channel, parts)
+    total["hostname"] = first["hostname"]
+    latency = sum_latency((p["e2e_processing_latency"] for p in parts), "")
+    own = {p["quantile"]: p["value"] for p in first["e2e_processing_latency"]["percentiles"] or [] if "value" in p}
+    latency["percentiles"] = [dict(sorted({**p, "value": own[p["quantile"]]}.items())) if p["quantile"] in own else p
+                              for p in latency["percentiles"] or []] or None
+    total["e2e_processing_latency"] = latency
+    return total
+
+
 def sum_topic(topic: str, parts: list[Json]) -> Json:
-    """One topic across nodes, with its channels in first-seen order."""
+    """One topic across nodes, with its channels in the order the nodes (by host) list them."""
     total: Json = {"node": "*", "hostname": "", "topic_name": topic}
     for key in _TOPIC_SUMS:
         total[key] = sum(p[key] for p in parts)
     total["nodes"] = _by_host(parts) or None
     channels: dict[str, list[Json]] = {}
-    for part in parts:
+    for part in total["nodes"] or []:
         for channel in part["channels"]:
             channels.setdefault(channel["channel_name"], []).append(channel)
-    total["channels"] = [chans[0] if len(chans) == 1 else sum_channel(topic, name, chans)
+    total["channels"] = [chans[0] if len(chans) == 1 else topic_channel_total(topic, name, chans)
                          for name, chans in channels.items()] or None
     total["paused"] = any(p["paused"] for p in parts)
     total["e2e_processing_latency"] = sum_latency((p["e2e_processing_latency"] for p in parts), topic)

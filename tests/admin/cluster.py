@@ -27,12 +27,49 @@ def registered(lookupd: Nsqlookupd, topic: str, count: int) -> None:
     wait_for(lambda: len(lookupd.producers(topic)) == count, message=f"{topic} registered by {count} nsqds")
 
 
+def unregistered(lookupd: Nsqlookupd, nsqd: Nsqd, topic: str) -> None:
+    """Wait until lookupd no longer lists ``topic`` among ``nsqd``'s, tombstoned or not: it
+    has then had every registration nsqd sent before its unregistering."""
+    def gone() -> bool:
+        nodes = lookupd.get_json("/nodes")["producers"]
+        return all(topic not in n["topics"] for n in nodes if n["tcp_port"] == nsqd.tcp_port)
+    wait_for(gone, message=f"{topic} unregistered by {nsqd.tcp_address}")
+
+
+def forget_topic(lookupd: Nsqlookupd, topic: str, nsqds: list[Nsqd]) -> None:
+    """Delete ``topic`` everywhere: from lookupd once each nsqd's unregistering reached it."""
+    for nsqd in nsqds:
+        post(nsqd, f"/topic/delete?topic={topic}")
+    for nsqd in nsqds:
+        unregistered(lookupd, nsqd, topic)
+    post(lookupd, f"/topic/delete?topic={topic}")
+
+
+def started(nsqd: Nsqd, topic: str, channel: str) -> None:
+    """Wait until ``topic`` on ``nsqd`` has started: a new topic first asks lookupd for
+    the channels to create, and starts passing messages to its channels after. Publishes
+    a message and waits for ``channel`` to have it."""
+    before = nsqd.channel(topic, channel)
+    assert before is not None, f"{topic}/{channel} is on {nsqd.http_address}"
+    post(nsqd, f"/pub?topic={topic}", b"start")
+    wait_for(lambda: nsqd.channel(topic, channel)["message_count"] > before["message_count"],  # type: ignore[index]
+             message=f"{topic} started on {nsqd.http_address}")
+
+
+LATENCY_QUANTILES = "0.99,0.5"
+
+
 def start_cluster(servers: Servers) -> Cluster:
     """``cmp`` on both nsqds with channel ``ch`` (a consumer on nsqd1's), ``solo`` on nsqd1
-    with channels ``a`` and ``b``, ``ghost`` in lookupd only; nsqd1 measures e2e latency."""
+    with channels ``a`` and ``b``, ``ghost`` in lookupd only.
+
+    Both nsqds measure the same e2e latency quantiles. Go nsqadmin grows a topic's channel
+    sum from the first node's entry, and with both nsqds on one hostname "first" is
+    whichever answered first: were only one measuring, the keys of Go's sum would depend
+    on that race (see test_channel_sum_follows_the_first_host_like_go for distinct hosts)."""
     lookupd = servers.lookupd()
-    nsqd1 = servers.nsqd(lookupd_tcp_address=lookupd.tcp_address, e2e_processing_latency_percentile="0.99,0.5")
-    nsqd2 = servers.nsqd(lookupd_tcp_address=lookupd.tcp_address)
+    nsqd1, nsqd2 = (servers.nsqd(lookupd_tcp_address=lookupd.tcp_address,
+                                 e2e_processing_latency_percentile=LATENCY_QUANTILES) for _ in range(2))
     for nsqd in (nsqd1, nsqd2):
         post(nsqd, "/topic/create?topic=cmp")
         post(nsqd, "/channel/create?topic=cmp&channel=ch")

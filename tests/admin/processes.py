@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -37,6 +38,37 @@ class AdminProcess(ServerProcess):
 
 def start_admin(workdir: Path, flags: dict[str, Any], binary: Path | None = None) -> AdminProcess:
     return AdminProcess(workdir, flags, binary).start()  # type: ignore[return-value]
+
+
+# Sets the (namespace's) hostname, then becomes the program: python is the one tool sure to be here.
+_SET_HOSTNAME = "import os, socket, sys; socket.sethostname(sys.argv[1]); os.execv(sys.argv[2], sys.argv[2:])"
+_OWN_UTS = (["unshare", "--uts"], ["unshare", "--user", "--map-root-user", "--uts"])
+
+
+def own_hostname_prefix() -> list[str] | None:
+    """How to run a program under a hostname of its own (a UTS namespace, as a container
+    or a Kubernetes pod has): as root, or in a user namespace where the kernel allows
+    them; None where neither works."""
+    for prefix in _OWN_UTS:
+        try:
+            probe = subprocess.run([*prefix, sys.executable, "-c", _SET_HOSTNAME, "probe", "/bin/true"],
+                                   capture_output=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if probe.returncode == 0:
+            return prefix
+    return None
+
+
+class HostNamedNsqd(Nsqd):
+    """Our nsqd with a hostname of its own: the name it reports in /info and to lookupd."""
+
+    def __init__(self, workdir: Path, flags: dict[str, Any], hostname: str, prefix: list[str]) -> None:
+        super().__init__(workdir, flags)
+        self.hostname, self.prefix = hostname, prefix
+
+    def argv(self) -> list[str]:
+        return [*self.prefix, sys.executable, "-c", _SET_HOSTNAME, self.hostname, *super().argv()]
 
 
 class Consumer:

@@ -34,6 +34,30 @@ def test_a_topic_sums_its_nodes_and_channels() -> None:
     assert summed["e2e_processing_latency"]["host"] == "*"
 
 
+def test_a_channel_several_nodes_hold_is_grown_from_the_first_by_host_as_in_go() -> None:
+    """Go adds later nodes into the first node's own entry: the sum keeps that node's
+    hostname and, on each percentile it reported, its ``value``; a node without
+    percentiles first gives a sum without ``value``."""
+    measured = stats.node_topic("10.0.0.1:4151", "m", _topic("t", 5, [_channel("c", 0, 5, p99=100, count=3)]))
+    unmeasured = stats.node_topic("10.0.0.2:4151", "u", _topic("t", 7, [_channel("c", 1, 7)]))
+    late = stats.node_topic("10.0.0.3:4151", "z", _topic("t", 1, [_channel("c", 0, 1, p99=300, count=1)]))
+
+    measured_first = stats.sum_topic("t", [late, unmeasured, measured])["channels"][0]
+    assert (measured_first["node"], measured_first["hostname"], measured_first["message_count"]) == ("*", "m", 13)
+    assert [n["hostname"] for n in measured_first["nodes"]] == ["m", "u", "z"]
+    latency = measured_first["e2e_processing_latency"]
+    assert (latency["topic"], latency["channel"], latency["host"]) == ("", "", "*")
+    assert latency["percentiles"] == [{"average": 150.0, "count": 4, "max": 300, "min": 100, "quantile": 0.99, "value": 100}]
+
+    unmeasured_first = stats.sum_topic("t", [late, unmeasured])["channels"][0]
+    assert unmeasured_first["hostname"] == "u"
+    assert unmeasured_first["e2e_processing_latency"]["percentiles"] == [
+        {"average": 300.0, "count": 1, "max": 300, "min": 300, "quantile": 0.99}]
+    assert "value" in late["channels"][0]["e2e_processing_latency"]["percentiles"][0], "node entries are left as they were"
+    channel = stats.sum_channel("t", "c", [late["channels"][0], measured["channels"][0]])  # a channel's own answer
+    assert channel["hostname"] == "" and "value" not in channel["e2e_processing_latency"]["percentiles"][0]
+
+
 def test_node_entries_in_gos_shape() -> None:
     raw = _channel("c", 4, 5)
     raw["clients"] = [{"client_id": "x", "hostname": "h", "version": "V2", "remote_address": "1.2.3.4:5",
