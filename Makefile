@@ -15,9 +15,16 @@ $(BASE): pyproject.toml
 	$(PY) -m pip install -q -e .
 	touch $(BASE)
 
+# checkov scans the pods the project ships (tests/chart/test_pod_security.py); it lives in
+# an environment of its own, as its pinned dependencies would move the project's.
+CHECKOV := $(VENV)/checkov/bin/checkov
+$(CHECKOV):
+	$(PYTHON) -m venv $(VENV)/checkov
+	$(VENV)/checkov/bin/pip install -q 'checkov==3.3.30'
+
 # Spark runs on a JVM: Java 17 from Debian's packages where none is installed (needs root).
 # nsqadmin's page tests drive Debian's headless Chromium; without root they skip, saying why.
-$(STAMP): $(BASE)
+$(STAMP): $(BASE) $(CHECKOV)
 	@command -v java >/dev/null || { \
 	  echo "installing Java 17 for the Spark tests"; \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends openjdk-17-jre-headless; }

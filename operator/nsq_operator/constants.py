@@ -41,6 +41,11 @@ CONFIG_REVISION_ANNOTATION: Final = f"{GROUP}/config-revision"
 RESTART_REVISION_ANNOTATION: Final = f"{GROUP}/restart-revision"
 FINALIZER: Final = f"{GROUP}/topology"
 
+# requested for a resource the user gives neither a request nor a limit for: enough for an
+# idle broker, so the pods are Burstable rather than BestEffort
+NSQD_DEFAULT_REQUESTS: Final = {"cpu": "100m", "memory": "128Mi"}
+LOOKUPD_DEFAULT_REQUESTS: Final = {"cpu": "50m", "memory": "64Mi"}
+
 # nsqd gets this long beyond the drain timeout before the kubelet kills it
 TERMINATION_GRACE_MARGIN_SECONDS: Final = 15
 NSQD_CLAIM_TEMPLATE: Final = "data"  # a pod's claim is named <template>-<pod>

@@ -16,6 +16,7 @@ import kmock
 from kmock._internal import enums
 
 from nsq_operator.constants import GROUP, VERSION
+from tests.operator.admission import admit_pod
 
 CUSTOM = {"nsqclusters": ("NsqCluster", {"status", "scale"}), "nsqtopics": ("NsqTopic", {"status"}),
           "nsqchannels": ("NsqChannel", {"status"})}
@@ -65,6 +66,8 @@ def _now() -> str:
 @attrs.define(kw_only=True)
 class KubeEmulator(kmock.KubernetesEmulator):
     _versions: Any = attrs.field(factory=lambda: itertools.count(1), init=False)
+    # namespaces labelled pod-security.kubernetes.io/enforce=restricted
+    restricted_namespaces: frozenset[str] = attrs.field(factory=frozenset)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -109,6 +112,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
                 # KMock then looks the new object up by the request's name: give it the same
                 request.data.setdefault("metadata", {})["name"] = meta["name"]
             key = (resource, namespace, meta["name"])
+            if resource.plural == "pods" and namespace in self.restricted_namespaces:
+                admit_pod(body)
             if key in objects and not objects[key].deleted:
                 raise kmock.KubernetesError(status=409, reason="AlreadyExists", message=f"{meta['name']} exists")
             meta.update(uid=str(uuid.uuid4()), resourceVersion=str(next(self._versions)), generation=1,

@@ -32,7 +32,7 @@ PLURALS = {"NsqCluster": "nsqclusters", "NsqTopic": "nsqtopics", "NsqChannel": "
 def _backstage_main(root: str, namespace: str, pipe: Connection) -> None:
     """The cluster side, in a process of its own (its own GIL): emulator + kubelet."""
     async def main() -> None:
-        async with KubeEmulator() as emulator, kmock.Server(emulator) as server:
+        async with KubeEmulator(restricted_namespaces=frozenset({namespace})) as emulator, kmock.Server(emulator) as server:
             kubelet = FakeKubelet(str(server.url), namespace, Path(root))
             await kubelet.start()
             pipe.send(str(server.url).rstrip("/"))

@@ -3,7 +3,9 @@ StatefulSet in the emulator it keeps Pod objects and, behind each, a real nsqd o
 nsqlookupd process on its own loopback address (127.0.x.y).
 
 - A pod is created from the StatefulSet's *current* template, once no pod of that name
-  exists; its container's flags are passed through (``--drain-timeout`` ...), except the
+  exists; the API server may refuse it (Pod Security), which becomes a FailedCreate event
+  on the StatefulSet and a new try once the StatefulSet changes. Only the container named
+  after the component (nsqd, nsqlookupd) runs, other containers are carried on the Pod; its container's flags are passed through (``--drain-timeout`` ...), except the
   listen addresses, data path and config file, which the kubelet sets (the config file
   is the cluster's ConfigMap with lookupd DNS names mapped to the test processes).
 - An nsqd pod's claim is a PersistentVolumeClaim object plus a directory: it survives
@@ -93,6 +95,7 @@ class FakeKubelet:
         self._session: aiohttp.ClientSession | None = None
         self._task: asyncio.Task[None] | None = None
         self.errors: list[BaseException] = []
+        self.refused: set[tuple[str, str | None]] = set()  # (StatefulSet, resourceVersion) whose pods were refused
 
     def process(self, pod: str) -> ServerProcess:
         process = self.pods[pod].process
@@ -200,12 +203,25 @@ class FakeKubelet:
         return alive
 
     async def _start_pod(self, sts: dict[str, Any], name: str) -> None:
+        """As the StatefulSet controller and the kubelet do it: the Pod object first (the API
+        server may refuse it), then its claim and its process, then its status."""
         component = sts["metadata"]["labels"]["app.kubernetes.io/component"]
         cluster = ClusterRef(sts["metadata"]["labels"]["app.kubernetes.io/instance"], self.namespace)
         template = sts["spec"]["template"]
-        container = dict(template["spec"]["containers"][0])
+        containers = [dict(c) for c in template["spec"]["containers"]]
+        container = next(c for c in containers if c["name"] == component)  # the one this kubelet runs
         args = [a.replace("$(POD_NAME)", name) for a in container.get("args", [])]
         container["args"] = args
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": name, "namespace": self.namespace, "labels": dict(template["metadata"]["labels"]),
+                            "annotations": dict(template["metadata"].get("annotations") or {}),
+                            "finalizers": [FINALIZER]},
+               "spec": {**template["spec"], "containers": containers, "hostname": name},
+               "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"},
+                                                             {"type": "ContainersReady", "status": "False"},
+                                                             {"type": "Ready", "status": "False"}]}}
+        if not await self._create_pod(sts, pod):
+            return
         broadcast = next(a.split("=", 1)[1] for a in args if a.startswith("--broadcast-address="))
         workdir = self.root / name
         workdir.mkdir(parents=True, exist_ok=True)
@@ -226,16 +242,34 @@ class FakeKubelet:
         self.pods[name] = RunningPod(name, component, container["image"],
                                      float(template["spec"].get("terminationGracePeriodSeconds", 30)), process, probe)
         self._publish()
-        pod = {"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": name, "namespace": self.namespace, "labels": dict(template["metadata"]["labels"]),
-                            "annotations": dict(template["metadata"].get("annotations") or {}),
-                            "finalizers": [FINALIZER]},
-               "spec": {**template["spec"], "containers": [container], "hostname": name},
-               "status": {"phase": "Running", "podIP": process.host if process else None,
-                          "conditions": [{"type": "PodScheduled", "status": "True"},
-                                         {"type": "ContainersReady", "status": "False"},
-                                         {"type": "Ready", "status": "False"}]}}
-        await self._send("POST", self._path("pods"), pod)
+        await self._send("PATCH", self._path("pods", name) + "/status",
+                         {"status": {"phase": "Running", "podIP": process.host if process else None}},
+                         "application/merge-patch+json")
+
+    async def _create_pod(self, sts: dict[str, Any], pod: dict[str, Any]) -> bool:
+        """POST the pod; a refusal (Pod Security ...) becomes a FailedCreate event on the
+        StatefulSet, as the controller reports it, once per template it was refused for."""
+        assert self._session is not None
+        key = (sts["metadata"]["name"], sts["metadata"].get("resourceVersion"))
+        if key in self.refused:
+            return False  # tried again once the StatefulSet changes
+        async with self._session.post(self.api + self._path("pods"), json=pod) as r:
+            if r.status < 400 or r.status == 409:
+                return True
+            message = (await r.json(content_type=None) or {}).get("message") or await r.text()
+        if r.status != 403:
+            raise RuntimeError(f"POST pod {pod['metadata']['name']}: {r.status} {message}")
+        self.refused.add(key)
+        await self._send("POST", self._path("events"), {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": f"{sts['metadata']['name']}-", "namespace": self.namespace},
+            "involvedObject": {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": sts["metadata"]["name"],
+                               "namespace": self.namespace, "uid": sts["metadata"].get("uid")},
+            "type": "Warning", "reason": "FailedCreate",
+            "message": f"create Pod {pod['metadata']['name']} in StatefulSet {sts['metadata']['name']} failed "
+                       f"error: {message}",
+            "source": {"component": "statefulset-controller"}, "count": 1})
+        return False
 
     async def _claim(self, name: str, template: dict[str, Any], directory: Path) -> None:
         self.claims[name] = directory
@@ -290,19 +324,26 @@ class FakeKubelet:
     @staticmethod
     def _container_status(running: RunningPod, ready: bool) -> dict[str, Any]:
         process = running.process
+        last: dict[str, Any] | None = None  # the run before, as a kubelet records it in lastState
         if process is None:
             state: dict[str, Any] = {"waiting": {"reason": "CrashLoopBackOff",
                                                  "message": "back-off restarting failed container"}}
+            last = {"terminated": {"exitCode": 1, "reason": "Error"}}
         elif process.proc is None or process.proc.poll() is not None:
             code = None if process.proc is None else process.proc.returncode
+            if code is not None and code < 0:
+                code = 128 - code  # killed by a signal, as a container runtime reports it (SIGKILL: 137)
             state = {"waiting": {"reason": "CrashLoopBackOff", "message": f"the container exited with {code}"}}
+            if code is not None:
+                last = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error"}}
         else:
             state = {"running": {}}
         # the other states as nulls: a merge patch then removes them
         state = {kind: state.get(kind) for kind in ("waiting", "running", "terminated")}
         return {"conditions": [{"type": "ContainersReady", "status": "True" if ready else "False"}],
                 "containerStatuses": [{"name": running.component, "image": running.image, "ready": ready,
-                                       "restartCount": 0 if process is not None else 5, "state": state}]}
+                                       "restartCount": 0 if process is not None else 5, "state": state,
+                                       "lastState": last}]}
 
     async def _probe(self, pod: dict[str, Any]) -> None:
         running = self.pods[pod["metadata"]["name"]]

@@ -29,7 +29,7 @@ def template_of(kind_name: str, **spec: Any) -> dict[str, Any]:
 def pod(name: str, revision: Revision | None, ready: bool = True, stuck: str | None = None,
         terminating: bool = False) -> PodView:
     return PodView(name=name, ordinal=int(name.rsplit("-", 1)[1]), revision=revision, ready=ready,
-                   serving=ready, terminating=terminating, stuck=stuck)
+                   serving=ready, terminating=terminating, crashed=None, exit_code=None, stuck=stuck)
 
 
 def component(kind: str, replicas: int, target: Revision, pods: list[PodView]) -> ComponentView:

@@ -56,17 +56,19 @@ def lookupd_pods(cluster: NsqCluster, replicas: int | None = None) -> list[str]:
     return [pod_name(lookupd_statefulset(cluster), i) for i in range(count)]
 
 
-def pod_dns(pod: str, service: str, namespace: str) -> str:
-    """A StatefulSet pod's stable name through its headless Service."""
-    return f"{pod}.{service}.{namespace}.svc"
+def pod_dns(pod: str, service: str, namespace: str, domain: str = "") -> str:
+    """A StatefulSet pod's stable name through its headless Service; without the cluster's
+    DNS domain it is completed by the search path of pods in the cluster."""
+    name = f"{pod}.{service}.{namespace}.svc"
+    return f"{name}.{domain}" if domain else name
 
 
 def nsqd_broadcast_address(cluster: ClusterRef | NsqCluster, pod: str) -> str:
-    return pod_dns(pod, nsqd_headless_service(cluster), cluster.namespace)
+    return pod_dns(pod, nsqd_headless_service(cluster), cluster.namespace, cluster.domain)
 
 
 def lookupd_broadcast_address(cluster: ClusterRef | NsqCluster, pod: str) -> str:
-    return pod_dns(pod, lookupd_headless_service(cluster), cluster.namespace)
+    return pod_dns(pod, lookupd_headless_service(cluster), cluster.namespace, cluster.domain)
 
 
 def lookupd_tcp_addresses(cluster: NsqCluster, replicas: int | None = None) -> list[str]:

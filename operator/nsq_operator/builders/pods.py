@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Mapping
 
 from ..models import NsqCluster
 
 POD_NAME_ENV = {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+# soft: a cluster with fewer nodes than pods still runs them all, a lost node takes fewer down
+DEFAULT_SPREAD: dict[str, Any] = {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                                  "whenUnsatisfiable": "ScheduleAnyway"}
 RUN_AS = 65532  # an unprivileged uid; fsGroup makes the data volume writable for it
 
 
@@ -16,7 +19,9 @@ def http_probe(path: str, port: str, period: int, failures: int, initial_delay: 
 
 
 def security_context() -> dict[str, Any]:
-    return {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS, "fsGroup": RUN_AS}
+    """What Pod Security "restricted" asks of a pod: not root, the runtime's seccomp filter."""
+    return {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS, "fsGroup": RUN_AS,
+            "seccompProfile": {"type": "RuntimeDefault"}}
 
 
 def container_security_context() -> dict[str, Any]:
@@ -25,18 +30,18 @@ def container_security_context() -> dict[str, Any]:
 
 def scheduling(cluster: NsqCluster, selector: dict[str, str]) -> dict[str, Any]:
     """affinity, tolerations, spread constraints ... as pod spec fields; a spread
-    constraint without a labelSelector spreads the component's own pods."""
+    constraint without a labelSelector spreads the component's own pods, and without any
+    the pods are spread over nodes as far as the scheduler can."""
     knobs = cluster.spec.scheduling
     out: dict[str, Any] = {}
     if knobs.affinity:
         out["affinity"] = copy.deepcopy(knobs.affinity)
     if knobs.tolerations:
         out["tolerations"] = copy.deepcopy(knobs.tolerations)
-    if knobs.topology_spread_constraints:
-        constraints = copy.deepcopy(knobs.topology_spread_constraints)
-        for constraint in constraints:
-            constraint.setdefault("labelSelector", {"matchLabels": dict(selector)})
-        out["topologySpreadConstraints"] = constraints
+    constraints = copy.deepcopy(knobs.topology_spread_constraints or [DEFAULT_SPREAD])
+    for constraint in constraints:
+        constraint.setdefault("labelSelector", {"matchLabels": dict(selector)})
+    out["topologySpreadConstraints"] = constraints
     if knobs.node_selector:
         out["nodeSelector"] = dict(knobs.node_selector)
     if knobs.priority_class_name:
@@ -46,10 +51,15 @@ def scheduling(cluster: NsqCluster, selector: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-def resources(requirements: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if requirements.requests:
-        out["requests"] = dict(requirements.requests)
+def resources(requirements: Any, default_requests: Mapping[str, str]) -> dict[str, Any]:
+    """The user's requests and limits; a resource given neither gets the default request,
+    so no pod is BestEffort (the first evicted under node pressure). A limit alone is left
+    to Kubernetes, which then requests the limit."""
+    requests = dict(requirements.requests)
+    for resource, amount in default_requests.items():
+        if resource not in requests and resource not in requirements.limits:
+            requests[resource] = amount
+    out: dict[str, Any] = {"requests": requests}
     if requirements.limits:
         out["limits"] = dict(requirements.limits)
     return out

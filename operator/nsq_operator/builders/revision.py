@@ -12,6 +12,9 @@ from typing import Any, Mapping
 from ..constants import CONFIG_REVISION_ANNOTATION, IMAGE_REVISION_ANNOTATION, RESTART_REVISION_ANNOTATION
 
 
+REVISION_ANNOTATIONS = (IMAGE_REVISION_ANNOTATION, CONFIG_REVISION_ANNOTATION, RESTART_REVISION_ANNOTATION)
+
+
 def _digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
 
@@ -47,8 +50,11 @@ def revision_of(template: Mapping[str, Any], config_values: Mapping[str, Any], r
     (the lookupd list is not among them: running nsqds are told it live)."""
     spec = copy.deepcopy(dict(template["spec"]))
     images = [container.pop("image", None) for container in spec.get("containers", [])]
-    labels = (template.get("metadata") or {}).get("labels") or {}
-    return Revision(image=_digest(images), config=_digest({"spec": spec, "labels": labels, "config": config_values}),
+    meta = template.get("metadata") or {}
+    # the pods' labels and annotations (an override's too) reach running pods only through a restart
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in REVISION_ANNOTATIONS}
+    return Revision(image=_digest(images), config=_digest({"spec": spec, "labels": meta.get("labels") or {},
+                                                           "annotations": annotations, "config": config_values}),
                     restart=_digest(restart_token))
 
 

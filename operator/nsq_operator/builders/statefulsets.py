@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..constants import (LOOKUPD_CONFIG_FILE, NSQD_CLAIM_TEMPLATE, LOOKUPD_HTTP_PORT, LOOKUPD_LIVENESS_PATH, LOOKUPD_READINESS_PATH,
+from ..constants import (LOOKUPD_CONFIG_FILE, LOOKUPD_DEFAULT_REQUESTS, NSQD_DEFAULT_REQUESTS, NSQD_CLAIM_TEMPLATE, LOOKUPD_HTTP_PORT, LOOKUPD_LIVENESS_PATH, LOOKUPD_READINESS_PATH,
                          LOOKUPD_TCP_PORT, NSQD_CONFIG_DIR, NSQD_CONFIG_FILE, NSQD_DATA_PATH, NSQD_HTTP_PORT,
                          NSQD_LIVENESS_PATH, NSQD_READINESS_PATH, NSQD_TCP_PORT, OPTIONS_HASH_ANNOTATION,
                          TERMINATION_GRACE_MARGIN_SECONDS, TOPOLOGY_READY_CONDITION)
 from ..models import NsqCluster
+from ..strategic_merge import merge_pod_template
 from . import labels, names
 from .configmap import nsqd_tunables, options_hash
 from .ownership import object_meta
@@ -41,11 +42,13 @@ def _pod_template(cluster: NsqCluster, component: str, container: dict[str, Any]
         **scheduling(cluster, selector),
         **extra,
     }
-    return {"metadata": {"labels": labels.labels(cluster, component), "annotations": annotations}, "spec": spec}
+    template = {"metadata": {"labels": labels.labels(cluster, component), "annotations": annotations}, "spec": spec}
+    override = (cluster.spec.nsqd if component == labels.NSQD else cluster.spec.lookupd).pod_template
+    return merge_pod_template(template, override.wire())
 
 
 def nsqd_container(cluster: NsqCluster) -> dict[str, Any]:
-    broadcast = names.pod_dns("$(POD_NAME)", names.nsqd_headless_service(cluster), cluster.namespace)
+    broadcast = names.pod_dns("$(POD_NAME)", names.nsqd_headless_service(cluster), cluster.namespace, cluster.domain)
     container: dict[str, Any] = {
         "name": "nsqd",
         "image": cluster.spec.image,
@@ -65,13 +68,12 @@ def nsqd_container(cluster: NsqCluster) -> dict[str, Any]:
                          {"name": CONFIG_VOLUME, "mountPath": NSQD_CONFIG_DIR, "readOnly": True}],
         "securityContext": container_security_context(),
     }
-    if res := resources(cluster.spec.nsqd.resources):
-        container["resources"] = res
+    container["resources"] = resources(cluster.spec.nsqd.resources, NSQD_DEFAULT_REQUESTS)
     return container
 
 
 def lookupd_container(cluster: NsqCluster) -> dict[str, Any]:
-    broadcast = names.pod_dns("$(POD_NAME)", names.lookupd_headless_service(cluster), cluster.namespace)
+    broadcast = names.pod_dns("$(POD_NAME)", names.lookupd_headless_service(cluster), cluster.namespace, cluster.domain)
     container: dict[str, Any] = {
         "name": "nsqlookupd",
         "image": cluster.spec.image,
@@ -88,8 +90,7 @@ def lookupd_container(cluster: NsqCluster) -> dict[str, Any]:
         "volumeMounts": [{"name": CONFIG_VOLUME, "mountPath": NSQD_CONFIG_DIR, "readOnly": True}],
         "securityContext": container_security_context(),
     }
-    if res := resources(cluster.spec.lookupd.resources):
-        container["resources"] = res
+    container["resources"] = resources(cluster.spec.lookupd.resources, LOOKUPD_DEFAULT_REQUESTS)
     return container
 
 

@@ -10,6 +10,7 @@ from ..constants import DEFAULT_IMAGE, PAUSED_ANNOTATION, RESTART_ANNOTATION
 from .admin import AdminSpec
 from .common import CrdModel, GoDuration, Quantity, ResourceRequirements, StatusBase, passthrough
 from .options import LookupdTunables, NsqdTunables
+from .template import PodTemplateOverride
 
 ClaimPolicy = Literal["Retain", "Delete"]
 
@@ -26,12 +27,16 @@ class NsqdSpec(CrdModel):
     resources: ResourceRequirements = Field(default_factory=ResourceRequirements, description="cpu and memory of each nsqd")
     storage: StorageSpec = Field(default_factory=StorageSpec, description="each nsqd's persistent disk queue")
     options: NsqdTunables = Field(default_factory=NsqdTunables, description="nsqd options by NSQ's flag names")
+    pod_template: PodTemplateOverride = Field(default_factory=PodTemplateOverride,
+                                              description="merged into the nsqd pods' template: labels, annotations, security context, extra containers and volumes")
 
 
 class LookupdSpec(CrdModel):
     replicas: int = Field(3, ge=1, le=15, description="number of nsqlookupd pods")
     resources: ResourceRequirements = Field(default_factory=ResourceRequirements, description="cpu and memory of each nsqlookupd")
     options: LookupdTunables = Field(default_factory=LookupdTunables, description="nsqlookupd options by NSQ's flag names")
+    pod_template: PodTemplateOverride = Field(default_factory=PodTemplateOverride,
+                                              description="merged into the nsqlookupd pods' template: labels, annotations, security context, extra containers and volumes")
 
 
 class SchedulingSpec(CrdModel):
@@ -70,6 +75,11 @@ class NsqClusterSpec(CrdModel):
     drain_timeout_seconds: int = Field(60, ge=0, le=86400, description="how long a draining nsqd waits for consumers to finish the messages in flight (nsqd's --drain-timeout); the pods' grace period is longer, so a plain SIGTERM drains too")
     metrics: MetricsSpec = Field(default_factory=MetricsSpec, description="statistics export")
     admin: AdminSpec = Field(default_factory=AdminSpec, description="nsqadmin, the cluster's web UI")
+    cluster_domain: str | None = Field(
+        None, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        description="the Kubernetes cluster's DNS domain (cluster.local on most clusters): when set, nsqd and "
+                    "nsqlookupd advertise fully qualified names ending in it; when unset, names ending in .svc "
+                    "that pods complete through their DNS search path")
 
 
 class ComponentStatus(CrdModel):
@@ -118,6 +128,7 @@ class ClusterRef:
     """Just enough of a cluster to name its objects and pods."""
     name: str
     namespace: str
+    domain: str = ""  # the cluster DNS domain the pods' names end in ("" for <...>.svc)
 
 
 class NsqCluster(CrdModel):
@@ -140,5 +151,9 @@ class NsqCluster(CrdModel):
                    paused=is_paused(body), spec=NsqClusterSpec.model_validate(body.get("spec") or {}))
 
     @property
+    def domain(self) -> str:
+        return self.spec.cluster_domain or ""
+
+    @property
     def ref(self) -> ClusterRef:
-        return ClusterRef(self.name, self.namespace)
+        return ClusterRef(self.name, self.namespace, self.domain)

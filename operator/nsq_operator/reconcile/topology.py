@@ -32,10 +32,17 @@ class TopologyPass:
 Wish = TopicWish | ChannelWish
 
 
+def _cluster_ref(wish: Wish, cluster: dict[str, Any]) -> ClusterRef:
+    """The NsqCluster's names as its pods advertise them (with its DNS domain, if any)."""
+    domain = str((cluster.get("spec") or {}).get("clusterDomain") or "")
+    return ClusterRef(wish.cluster, wish.namespace, domain)
+
+
 async def _fleet(rt: Runtime, wish: Wish) -> Fleet:
-    if await rt.kube.get("NsqCluster", wish.namespace, wish.cluster) is None:
+    cluster = await rt.kube.get("NsqCluster", wish.namespace, wish.cluster)
+    if cluster is None:
         raise NotYet(f"NsqCluster {wish.cluster} does not exist in namespace {wish.namespace}")
-    return await nsqd_fleet(rt.kube, rt.endpoints, rt.http, ClusterRef(wish.cluster, wish.namespace))
+    return await nsqd_fleet(rt.kube, rt.endpoints, rt.http, _cluster_ref(wish, cluster))
 
 
 async def _on_every_node(fleet: Fleet, act: Callable[[Node], Awaitable[NodeCounts]]) -> tuple[list[NodeCounts], list[str]]:
@@ -96,9 +103,10 @@ async def delete_topology(rt: Runtime, body: Any) -> None:
     if spec.deletion_policy == "Retain":
         return
     wish: Wish = topic_wish(body) if is_topic else channel_wish(body)
-    if await rt.kube.get("NsqCluster", wish.namespace, wish.cluster) is None:
+    found = await rt.kube.get("NsqCluster", wish.namespace, wish.cluster)
+    if found is None:
         return  # the cluster and its nsqds are gone already
-    cluster = ClusterRef(wish.cluster, wish.namespace)
+    cluster = _cluster_ref(wish, found)
     fleet = await nsqd_fleet(rt.kube, rt.endpoints, rt.http, cluster)
     if fleet.unreachable:
         raise NotYet(f"waiting for {', '.join(fleet.unreachable)} to answer before deleting")

@@ -26,6 +26,17 @@ def stuck_reason(pod: Mapping[str, Any]) -> str | None:
     return None
 
 
+def last_exit_code(pod: Mapping[str, Any]) -> int | None:
+    """The exit code of the container's last run, as the kubelet records it (state.terminated
+    while it is down, lastState.terminated once it runs or waits again)."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        for field in ("state", "lastState"):
+            terminated = (status.get(field) or {}).get("terminated")
+            if terminated and terminated.get("exitCode") is not None:
+                return int(terminated["exitCode"])
+    return None
+
+
 def _unready_for(pod: Mapping[str, Any], at: datetime.datetime) -> float:
     """Seconds since the pod last became not Ready (or was created)."""
     ready: Mapping[str, Any] = next(
@@ -45,16 +56,20 @@ class PodView:
     ready: bool
     serving: bool
     terminating: bool
-    stuck: str | None  # why the pod cannot get better by waiting; None when it may
+    crashed: str | None  # its container cannot run (CrashLoopBackOff ...): nothing to wait for
+    exit_code: int | None  # of the container's last run, when it has stopped once
+    stuck: str | None  # why the pod cannot get better by waiting (crashed, or not Ready for too long); None when it may
 
     @classmethod
     def of(cls, pod: Mapping[str, Any], never_ready_after: float, at: datetime.datetime) -> "PodView":
         ready = is_ready(pod)
-        stuck = stuck_reason(pod)
+        crashed = stuck_reason(pod)
+        stuck = crashed
         if stuck is None and not ready and _unready_for(pod, at) > never_ready_after:
             stuck = f"not Ready for {int(_unready_for(pod, at))}s"
         return cls(name=pod["metadata"]["name"], ordinal=ordinal(pod), revision=Revision.of(pod), ready=ready,
-                   serving=is_serving(pod), terminating=bool(pod["metadata"].get("deletionTimestamp")), stuck=stuck)
+                   serving=is_serving(pod), terminating=bool(pod["metadata"].get("deletionTimestamp")),
+                   crashed=crashed, exit_code=last_exit_code(pod), stuck=stuck)
 
 
 @dataclass(frozen=True)

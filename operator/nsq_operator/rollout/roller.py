@@ -14,8 +14,33 @@ from ..reconcile.cluster import registered_everywhere
 from ..runtime import Runtime
 from . import progress
 from .drain import DrainClient, DrainState, NoAnswer, http_address
-from .observe import Observed, observe
+from .observe import Observed, PodView, observe
 from .plan import SCALE_DOWN, Idle, Refuse, Restart, ScaleDown, Wait, has_work, plan
+
+
+DRAINED = "Drained"
+DRAIN_CUT_SHORT = "DrainCutShort"
+
+
+def drain_outcome(pod: PodView, drain: "DrainState | None | NoAnswer") -> str | None:
+    """How a drain ended, in the words status and events use; None while it may still run.
+    Only a drain nsqd reported finished, or an nsqd that exited 0 (it does so only once its
+    drain is over), is called drained."""
+    if isinstance(drain, DrainState) and drain.finished:
+        return "drained"
+    if isinstance(drain, DrainState) and drain.draining:
+        return None
+    if isinstance(drain, NoAnswer) and not pod.crashed:
+        return None  # slow or partitioned: it may still be draining, up to the deadline
+    if pod.exit_code == 0:
+        return "drained"
+    if pod.exit_code is not None:
+        return f"stopped before its drain finished (nsqd exited with {pod.exit_code})"
+    if isinstance(drain, DrainState):  # answers, not draining, no exit seen: restarted by someone
+        return "no longer draining (its nsqd was restarted)"
+    if pod.crashed:
+        return f"stopped before its drain finished ({pod.crashed})"
+    return None  # nothing listens: the kubelet has yet to say how the container ended
 
 
 class StopRoll(Exception):
@@ -72,14 +97,23 @@ class Roller:
             drain = await self.drain_client(pod.name).state()
         except NoAnswer as e:
             drain = e
-        # not draining any more: its container exited after the drain and was restarted (a
-        # drain never stops otherwise); deleting it is safe anyway, as SIGTERM drains too
-        over = isinstance(drain, DrainState) and (drain.finished or not drain.draining)
-        if drain is None or pod.stuck or over:
+        # A draining nsqd is not Ready by design: it is judged by its drain (its timeout plus
+        # the margin), never by how long it has been unready.
+        if (outcome := drain_outcome(pod, drain)) is not None:
             await self.delete_pod(pod.name)
-            return progress.enter(state, "Replacing", f"{pod.name} drained and deleted; waiting for its replacement"), False
+            cut_short = outcome != "drained"
+            await self.event(DRAIN_CUT_SHORT if cut_short else DRAINED, f"{pod.name} {outcome} and deleted",
+                             warning=cut_short)
+            return progress.enter(state, "Replacing", f"{pod.name} {outcome} and deleted; waiting for its "
+                                                      f"replacement"), False
         limit = self.cluster.spec.drain_timeout_seconds + self.rt.intervals.drain_margin
-        doing = f"{drain.in_flight} messages in flight" if isinstance(drain, DrainState) else f"no answer ({drain})"
+        if drain is None and progress.seconds_in_phase(state) > limit:  # gone, and no kubelet says how (node lost?)
+            await self.delete_pod(pod.name)
+            message = f"{pod.name} stopped answering and its drain was never seen to finish; deleted"
+            await self.event(DRAIN_CUT_SHORT, message, warning=True)
+            return progress.enter(state, "Replacing", f"{message}; waiting for its replacement"), False
+        doing = (f"{drain.in_flight} messages in flight" if isinstance(drain, DrainState)
+                 else f"no answer ({drain or 'nothing listens'})")
         if progress.seconds_in_phase(state) > limit:
             raise StopRoll(f"the drain of {pod.name} has not finished {int(progress.seconds_in_phase(state))}s "
                            f"after it began ({doing})")
