@@ -16,7 +16,7 @@ import kmock
 from kmock._internal import enums
 
 from nsq_operator.constants import GROUP, VERSION
-from tests.operator.admission import admit_pod
+from tests.operator.pod_admission import admit_pod
 
 CUSTOM = {"nsqclusters": ("NsqCluster", {"status", "scale"}), "nsqtopics": ("NsqTopic", {"status"}),
           "nsqchannels": ("NsqChannel", {"status"})}
