@@ -23,6 +23,8 @@ class Intervals:
     ready_timeout: float = 300.0  # a replaced pod that is not Ready by then stops the roll
     handoff_timeout: float = 900.0  # a scale-down's handoff that has not finished by then stops it
     max_backoff: float = 300.0  # longest delay between retries of a stopped roll
+    unschedulable_timeout: float = 300.0  # a pod no node takes for this long makes the cluster Degraded
+    failed_create_window: float = 900.0  # a FailedCreate event this recent explains missing pods (Degraded)
 
 
 @dataclass

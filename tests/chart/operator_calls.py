@@ -51,15 +51,16 @@ CALLS: list[Call] = [
       for group, plural in BUILT for verb in ("get", "create", "patch")),
     # (rollout.observe reads the StatefulSets, rollout.roller lowers the nsqd replicas: get and patch above)
     Call("list", "", "pods", "object", "kube.pods.component_pods; rollout.observe.observe"),
-    Call("delete", "", "pods", "object", "rollout.roller: a drained, stuck or called-off pod is deleted for its replacement"),
+    Call("delete", "", "pods", "object", "rollout.roller: a pod whose container cannot run is deleted for its replacement"),
+    Call("create", "", "pods/eviction", "object",
+         "rollout.roller: a drained, restarted or called-off pod is evicted for its replacement"),
     Call("delete", "", "persistentvolumeclaims", "object",
          "rollout.roller: the claim of a pod removed by a scale-down, when storage.whenScaled is Delete"),
     Call("patch", "", "pods/status", "object", "kube.pods.mark_topology_ready"),
-    # handlers.login.configure means warnings and errors to become events; with kopf 1.45
-    # they are posted only once settings.posting.loggers is also set (the Events of the
-    # rolling upgrade are posted explicitly)
     Call("create", "", "events", "object",
-         "kopf: posting of warnings and errors (handlers.login.configure); kube.events.post_event (the roller's)"),
+         "kopf.event of handlers.status_patch.write_status (a change of condition); kube.events.post_event (the "
+         "roller's)"),
+    Call("list", "", "events", "object", "reconcile.health.creation_refused: FailedCreate of a StatefulSet's pods"),
     *(Call(verb, "apiextensions.k8s.io", "customresourcedefinitions", "cluster",
            "kopf: the resource observer follows CRDs") for verb in ("list", "watch")),
     *(Call(verb, "", "namespaces", "namespace-list", "kopf: the namespace observer, when namespaces are named")

@@ -1,7 +1,9 @@
 """KMock's Kubernetes emulator with the behaviour kopf and the operator rely on:
 uid/resourceVersion/generation stamps, JSON-patch with a failed ``test`` answering 422,
 strategic merge of lists keyed by ``type``/``name``, a ``status`` subresource kept apart
-from the rest, finalizers, and a watch that subscribes before it lists."""
+from the rest, finalizers, and a watch that subscribes before it lists; Pod Security
+"restricted" on pods in the namespaces labelled for it (pod_admission.py), and the
+pods/eviction subresource honouring PodDisruptionBudgets (eviction.py)."""
 from __future__ import annotations
 
 import copy
@@ -10,12 +12,14 @@ import itertools
 import uuid
 from typing import Any, AsyncIterator
 
+import aiohttp.web
 import attrs
 import jsonpatch
 import kmock
 from kmock._internal import enums
 
 from nsq_operator.constants import GROUP, VERSION
+from tests.operator import eviction
 from tests.operator.pod_admission import admit_pod
 
 CUSTOM = {"nsqclusters": ("NsqCluster", {"status", "scale"}), "nsqtopics": ("NsqTopic", {"status"}),
@@ -68,6 +72,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
     _versions: Any = attrs.field(factory=lambda: itertools.count(1), init=False)
     # namespaces labelled pod-security.kubernetes.io/enforce=restricted
     restricted_namespaces: frozenset[str] = attrs.field(factory=frozenset)
+    evicted: list[str] = attrs.field(factory=list, init=False)  # pods evicted, in order
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -85,6 +90,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
 
     async def _handle(self, request: Any) -> Any:
         del self._requests[:-50]  # KMock records every request; the tests assert on objects only
+        if request.resource is not None and request.resource.plural == "pods" and request.subresource == "eviction":
+            return await self._evict(request)
         collect = None
         if request.resource is not None and request.action in (enums.action.CREATE, enums.action.UPDATE,
                                                                enums.action.DELETE):
@@ -98,6 +105,33 @@ class KubeEmulator(kmock.KubernetesEmulator):
                     raw = self._objects[collect].raw
                     self._objects[collect].delete()
                     await self._buses[collect[0]].put({"type": "DELETED", "object": raw})
+
+    async def _evict(self, request: Any) -> Any:
+        """POST pods/<name>/eviction: refused (429) when the pod's disruption budget does not
+        allow it (eviction.py), else the pod is deleted as a DELETE would."""
+        async with self._lock:
+            key = (request.resource, request.namespace, request.name)
+            if key not in self._objects or self._objects[key].deleted:
+                raise kmock.KubernetesObjectNotFoundError()
+            current = copy.deepcopy(self._objects[key].raw)
+
+            def listed(plural: str) -> list[dict[str, Any]]:
+                return [obj.raw for (res, ns, _), obj in self._objects.items()
+                        if res.plural == plural and ns == request.namespace and not obj.deleted]
+            why = eviction.refusal(current, listed("poddisruptionbudgets"), listed("pods"), listed("statefulsets"))
+            if why is not None:
+                raise kmock.KubernetesError(status=eviction.TOO_MANY_REQUESTS, reason="TooManyRequests", message=why)
+            self.evicted.append(str(request.name))
+            if current["metadata"].get("finalizers"):
+                if not current["metadata"].get("deletionTimestamp"):
+                    current["metadata"].update(deletionTimestamp=_now(), resourceVersion=str(next(self._versions)))
+                    self._objects[key].create(current)
+                    await self._buses[request.resource].put({"type": "MODIFIED", "object": self._objects[key].raw})
+            else:
+                self._objects[key].delete()
+                await self._buses[request.resource].put({"type": "DELETED", "object": current})
+        return aiohttp.web.json_response({"apiVersion": "v1", "kind": "Status", "status": "Success", "code": 201},
+                                         status=201)
 
     async def _write(self, request: Any) -> Any:
         resource, objects = request.resource, self._objects

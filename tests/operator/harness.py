@@ -25,7 +25,7 @@ from tests.servers import http
 
 T = TypeVar("T")
 FAST = Intervals(cluster_status=1.0, topology=1.0, retry=0.5, http_timeout=3.0, rollout=0.3, drain_margin=2.0,
-                 ready_timeout=6.0, handoff_timeout=20.0, max_backoff=2.0)
+                 ready_timeout=6.0, handoff_timeout=20.0, max_backoff=2.0, unschedulable_timeout=2.0)
 PLURALS = {"NsqCluster": "nsqclusters", "NsqTopic": "nsqtopics", "NsqChannel": "nsqchannels"}
 
 

@@ -17,7 +17,11 @@ nsqlookupd process on its own loopback address (127.0.x.y).
 - ContainersReady comes from the readiness probe's path; Ready also needs every
   readiness gate. A process that exits is not restarted: the container waits in
   CrashLoopBackOff, as a real one whose restarts keep failing.
-- An image tagged ``crashloop`` never runs: the container waits in CrashLoopBackOff.
+- An image tagged ``crashloop`` never runs: the container waits in CrashLoopBackOff. A
+  process that exits 0 (an nsqd after its drain) leaves its container terminated,
+  Completed; another exit is recorded in lastState, with 128+signal for a signal.
+- Scheduling: the kubelet is one node (NODE_LABELS); a pod whose nodeSelector asks for
+  other labels is created Pending, PodScheduled False, Unschedulable, and runs nothing.
 - Garbage collection: a StatefulSet whose owning NsqCluster is gone is deleted, and its
   pods with it (KMock has no garbage collector).
 """
@@ -44,6 +48,14 @@ FINALIZER = "kubelet.test/terminate"
 CRASH_LOOP_TAG = "crashloop"
 PROBE_PERIOD = 0.2
 KUBELET_FLAGS = {"tcp-address", "http-address", "data-path", "config", "broadcast-address"}
+
+
+# the one node this kubelet is: a pod whose nodeSelector asks for other labels stays Pending
+NODE_LABELS = {"kubernetes.io/hostname": "harness-node", "kubernetes.io/os": "linux"}
+
+
+def fits(pod_spec: dict[str, Any]) -> bool:
+    return all(NODE_LABELS.get(k) == v for k, v in (pod_spec.get("nodeSelector") or {}).items())
 
 
 def _condition(pod: dict[str, Any], type_: str) -> bool:
@@ -180,6 +192,10 @@ class FakeKubelet:
                 self._spawn(name, self._terminate(name, still_listed=pod is not None))
             elif name not in wanted:
                 await self._send("DELETE", self._path("pods", name), None)
+        for name, pod in pods.items():  # pods never scheduled, whose StatefulSet no longer wants them
+            if name not in self.pods and name not in self.busy and name not in wanted \
+                    and not pod["metadata"].get("finalizers") and not pod["metadata"].get("deletionTimestamp"):
+                await self._send("DELETE", self._path("pods", name), None)
         for name, sts in wanted.items():
             if name not in self.pods and name not in self.busy and name not in pods:
                 self._spawn(name, self._start_pod(sts, name))
@@ -220,6 +236,13 @@ class FakeKubelet:
                "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"},
                                                              {"type": "ContainersReady", "status": "False"},
                                                              {"type": "Ready", "status": "False"}]}}
+        if not fits(template["spec"]):
+            pod["metadata"]["finalizers"] = []  # no process to stop: the API server deletes it at once
+            pod["status"]["conditions"][0] = {
+                "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "lastTransitionTime": now(),
+                "message": f"0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector"}
+            await self._create_pod(sts, pod)
+            return
         if not await self._create_pod(sts, pod):
             return
         broadcast = next(a.split("=", 1)[1] for a in args if a.startswith("--broadcast-address="))
@@ -268,7 +291,8 @@ class FakeKubelet:
             "type": "Warning", "reason": "FailedCreate",
             "message": f"create Pod {pod['metadata']['name']} in StatefulSet {sts['metadata']['name']} failed "
                        f"error: {message}",
-            "source": {"component": "statefulset-controller"}, "count": 1})
+            "source": {"component": "statefulset-controller"}, "count": 1, "firstTimestamp": now(),
+            "lastTimestamp": now()})
         return False
 
     async def _claim(self, name: str, template: dict[str, Any], directory: Path) -> None:
@@ -333,9 +357,12 @@ class FakeKubelet:
             code = None if process.proc is None else process.proc.returncode
             if code is not None and code < 0:
                 code = 128 - code  # killed by a signal, as a container runtime reports it (SIGKILL: 137)
-            state = {"waiting": {"reason": "CrashLoopBackOff", "message": f"the container exited with {code}"}}
-            if code is not None:
-                last = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error"}}
+            if code == 0:  # nsqd's way out of a drain: the container completed
+                state = {"terminated": {"exitCode": 0, "reason": "Completed"}}
+            else:
+                state = {"waiting": {"reason": "CrashLoopBackOff", "message": f"the container exited with {code}"}}
+                if code is not None:
+                    last = {"terminated": {"exitCode": code, "reason": "Error"}}
         else:
             state = {"running": {}}
         # the other states as nulls: a merge patch then removes them

@@ -58,3 +58,10 @@ async def test_an_override_that_breaks_the_profile_gets_no_pods(operator: Operat
     assert "spec.containers[debug].securityContext.runAsUser must not be 0" in event["message"]
     assert await pod(operator, "lax-nsqd-0") is None
     assert await pod(operator, "lax-lookupd-0") is not None
+
+    async def degraded() -> dict[str, Any] | None:
+        c = await operator.condition("NsqCluster", "lax", "Degraded")
+        return c if c and c["status"] == "True" else None
+    condition = await operator.until(degraded, 40, "lax Degraded")
+    assert condition["reason"] == "FailedCreate"
+    assert "StatefulSet lax-nsqd" in condition["message"] and "runAsUser must not be 0" in condition["message"]

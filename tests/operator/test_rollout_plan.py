@@ -34,7 +34,7 @@ def pod(name: str, revision: Revision | None, ready: bool = True, stuck: str | N
 
 def component(kind: str, replicas: int, target: Revision, pods: list[PodView]) -> ComponentView:
     return ComponentView(component=kind, statefulset=f"demo-{'nsqd' if kind == 'nsqd' else 'lookupd'}",
-                         replicas=replicas, target=target, pods=pods)
+                         replicas=replicas, resource_version="1", target=target, pods=pods)
 
 
 def observed(nsqd: list[PodView], lookupd: list[PodView] | None = None, nsqd_target: Revision = NEW,

@@ -10,7 +10,7 @@ from ..reconcile.cluster import reconcile_cluster
 from ..reconcile.freshness import Superseded
 from ..runtime import runtime_of
 from ..status.errors import BadSpec
-from .status_patch import degraded, paused, snapshot, write_status
+from .status_patch import degraded, paused, report, snapshot
 
 
 def _declared(body: Any, index: Any) -> list[Any]:
@@ -19,7 +19,8 @@ def _declared(body: Any, index: Any) -> list[Any]:
 
 async def cluster_changed(body: Any, patch: kopf.Patch, memo: Any, declared_topics: kopf.Index[Any, Any],
                           declared_channels: kopf.Index[Any, Any], **_: Any) -> None:
-    """create / update / resume: apply, then wait (with backoff) until ready."""
+    """create / update / resume: apply and report; the periodic pass reports what follows
+    (waiting for pods is not a failure to retry)."""
     rt = runtime_of(memo)
     body = snapshot(body)
     if is_paused(body):
@@ -30,11 +31,9 @@ async def cluster_changed(body: Any, patch: kopf.Patch, memo: Any, declared_topi
     except BadSpec as e:
         degraded(patch, body, e)
         raise kopf.PermanentError(f"invalid spec: {e}") from None
-    except Superseded as e:
-        raise kopf.TemporaryError(str(e), delay=rt.intervals.retry) from None
-    write_status(patch, body, result.status, result.verdict)
-    if not result.verdict.ready:
-        raise kopf.TemporaryError(result.verdict.message, delay=rt.intervals.retry)
+    except Superseded:
+        return  # the newer generation has its own pass
+    report(patch, body, result.status, result.verdict)
 
 
 async def cluster_tick(body: Any, patch: kopf.Patch, memo: Any, declared_topics: kopf.Index[Any, Any],
@@ -53,4 +52,4 @@ async def cluster_tick(body: Any, patch: kopf.Patch, memo: Any, declared_topics:
         return
     except Superseded:
         return
-    write_status(patch, body, result.status, result.verdict)
+    report(patch, body, result.status, result.verdict)

@@ -22,8 +22,10 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP, key="last-handled-configuration")
-    settings.posting.level = logging.WARNING  # warnings and errors become Kubernetes events
-    settings.posting.loggers = True  # kopf 1.45 posts handlers' log lines as events only when asked
+    # Events are posted by the operator itself, on transitions (status.transitions) and
+    # roll steps; kopf's log lines are not, or every retry of a waiting handler is one
+    settings.posting.level = logging.WARNING
+    settings.posting.loggers = False
     # a deleted object waits for its periodic pass to finish; look again soon, not in a minute
     settings.background.cancellation_polling = 1.0
 

@@ -10,6 +10,7 @@ import kopf
 from ..constants import PAUSED_ANNOTATION
 from ..status import conditions
 from ..status.errors import BadSpec
+from ..status.transitions import Announcement, transitions
 
 
 PAUSED_REASON = "Paused"
@@ -24,16 +25,25 @@ def merge_patch(current: Any, wanted: Any) -> Any:
     return {**changes, **{key: None for key in current if key not in wanted}}
 
 
-def write_status(patch: kopf.Patch, body: Any, status: dict[str, Any], verdict: conditions.Verdict) -> None:
+def write_status(patch: kopf.Patch, body: Any, status: dict[str, Any], verdict: conditions.Verdict) -> list[Announcement]:
     """Patch the status only where it changed: every write wakes every watcher. Top-level
-    fields this pass does not report (another writer's, such as the roller's) are left alone."""
+    fields this pass does not report (another writer's, such as the roller's) are left alone.
+    Returns the Events the change of conditions deserves."""
     generation = body["metadata"].get("generation")
     current = dict(body.get("status") or {})
+    before = list(current.get("conditions") or [])
     wanted = {**status, "observedGeneration": generation,
-              "conditions": conditions.conditions_for(list(current.get("conditions") or []), verdict, generation)}
+              "conditions": conditions.conditions_for(before, verdict, generation)}
     for key, value in wanted.items():
         if current.get(key) != value:
             patch.status[key] = merge_patch(current.get(key), value)
+    return transitions(before, wanted["conditions"])
+
+
+def report(patch: kopf.Patch, body: Any, status: dict[str, Any], verdict: conditions.Verdict) -> None:
+    """write_status, and the Events of the transition posted through kopf."""
+    for said in write_status(patch, body, status, verdict):
+        kopf.event(body, type=said.type, reason=said.reason, message=said.message)
 
 
 def paused(patch: kopf.Patch, body: Any) -> None:
@@ -48,7 +58,7 @@ def paused(patch: kopf.Patch, body: Any) -> None:
 
 
 def degraded(patch: kopf.Patch, body: Any, error: BadSpec) -> None:
-    write_status(patch, body, {}, conditions.degraded("InvalidSpec", str(error)))
+    report(patch, body, {}, conditions.degraded("InvalidSpec", str(error)))
 
 
 def snapshot(body: Any) -> dict[str, Any]:

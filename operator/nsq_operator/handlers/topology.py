@@ -11,7 +11,7 @@ from ..runtime import runtime_of
 from ..status import conditions
 from ..topology.removal import Refused
 from ..status.errors import BadSpec
-from .status_patch import snapshot, write_status
+from .status_patch import report, snapshot
 
 
 async def topology_changed(body: Any, patch: kopf.Patch, memo: Any, **_: Any) -> None:
@@ -20,16 +20,14 @@ async def topology_changed(body: Any, patch: kopf.Patch, memo: Any, **_: Any) ->
     try:
         result = await reconcile_topology(rt, body)
     except BadSpec as e:
-        write_status(patch, body, {}, conditions.degraded("InvalidSpec", str(e)))
+        report(patch, body, {}, conditions.degraded("InvalidSpec", str(e)))
         raise kopf.PermanentError(f"invalid spec: {e}") from None
-    except NotYet as e:
-        write_status(patch, body, {}, conditions.progressing("Waiting", str(e)))
-        raise kopf.TemporaryError(str(e), delay=rt.intervals.retry) from None
-    except Superseded as e:
-        raise kopf.TemporaryError(str(e), delay=rt.intervals.retry) from None
-    write_status(patch, body, result.status, result.verdict)
-    if not result.verdict.ready:
-        raise kopf.TemporaryError(result.verdict.message, delay=rt.intervals.retry)
+    except NotYet as e:  # the periodic pass reports what follows
+        report(patch, body, {}, conditions.progressing("Waiting", str(e)))
+        return
+    except Superseded:
+        return  # the newer generation has its own pass
+    report(patch, body, result.status, result.verdict)
 
 
 async def topology_tick(body: Any, patch: kopf.Patch, memo: Any, **_: Any) -> None:
@@ -39,14 +37,14 @@ async def topology_tick(body: Any, patch: kopf.Patch, memo: Any, **_: Any) -> No
     try:
         result = await reconcile_topology(runtime_of(memo), body)
     except BadSpec as e:
-        write_status(patch, body, {}, conditions.degraded("InvalidSpec", str(e)))
+        report(patch, body, {}, conditions.degraded("InvalidSpec", str(e)))
         return
     except NotYet as e:
-        write_status(patch, body, {}, conditions.progressing("Waiting", str(e)))
+        report(patch, body, {}, conditions.progressing("Waiting", str(e)))
         return
     except Superseded:
         return
-    write_status(patch, body, result.status, result.verdict)
+    report(patch, body, result.status, result.verdict)
 
 
 async def topology_deleted(body: Any, patch: kopf.Patch, memo: Any, **_: Any) -> None:
@@ -57,7 +55,7 @@ async def topology_deleted(body: Any, patch: kopf.Patch, memo: Any, **_: Any) ->
     except BadSpec:
         return  # it never reached any nsqd under a valid name
     except Refused as e:
-        write_status(patch, body, {}, conditions.degraded("DeletionRefused", str(e)))
+        report(patch, body, {}, conditions.degraded("DeletionRefused", str(e)))
         raise kopf.TemporaryError(str(e), delay=rt.intervals.retry) from None
     except NotYet as e:
         raise kopf.TemporaryError(str(e), delay=rt.intervals.retry) from None

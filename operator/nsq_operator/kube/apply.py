@@ -28,7 +28,9 @@ def contains(actual: Any, wanted: Any) -> bool:
 def updatable(manifest: dict[str, Any]) -> dict[str, Any]:
     """The part of a manifest a merge-patch may carry to an existing object."""
     patch = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
-    patch["metadata"] = {k: v for k, v in manifest["metadata"].items() if k in ("labels", "annotations", "ownerReferences")}
+    # a resourceVersion the manifest carries makes the write conditional (409 once the object moved on)
+    patch["metadata"] = {k: v for k, v in manifest["metadata"].items()
+                         if k in ("labels", "annotations", "ownerReferences", "resourceVersion")}
     if manifest["kind"] == "StatefulSet":
         patch["spec"] = {k: v for k, v in manifest["spec"].items() if k in STATEFULSET_MUTABLE}
     if manifest["kind"] == "Service":

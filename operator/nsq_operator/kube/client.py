@@ -3,6 +3,7 @@ so the operator has one login path and one event loop."""
 from __future__ import annotations
 
 import base64
+import json
 import ssl
 import tempfile
 from typing import Any
@@ -14,12 +15,30 @@ from .resources import KINDS
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+TOO_MANY_REQUESTS = 429  # an eviction its PodDisruptionBudget does not allow now
+CONFLICT = 409  # a write naming a resourceVersion the object has moved on from
 
 
 class KubeApiError(Exception):
     def __init__(self, status: int, method: str, url: str, body: str) -> None:
         super().__init__(f"{method} {url} -> {status}: {body[:300]}")
         self.status = status
+        self.said = _status_message(body)
+
+    @property
+    def refused(self) -> bool:
+        """The API server will not take this write as it is (invalid, forbidden, bad request):
+        trying again changes nothing until the spec or the cluster does."""
+        return self.status in (400, 403, 422)
+
+
+def _status_message(body: str) -> str:
+    """The message of the API server's Status answer, else the start of the body."""
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return body[:300]
+    return str(answer.get("message") or body[:300]) if isinstance(answer, dict) else body[:300]
 
 
 def _ssl_context(info: kopf.ConnectionInfo) -> ssl.SSLContext | bool:
@@ -108,6 +127,18 @@ class KubeApi:
 
     async def delete(self, kind: str, namespace: str, name: str) -> None:
         await self._request("DELETE", KINDS[kind].url(namespace, name))
+
+    async def evict(self, namespace: str, pod: str) -> str | None:
+        """Evict a pod as `kubectl drain` does, through its PodDisruptionBudget; None once it
+        goes (or is gone), else the API server's reason for refusing (429) for now."""
+        eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": namespace}}
+        try:
+            await self._request("POST", KINDS["Pod"].url(namespace, pod, "eviction"), eviction)
+        except KubeApiError as e:
+            if e.status == TOO_MANY_REQUESTS:
+                return e.said
+            raise
+        return None
 
 
 def _has_labels(item: dict[str, Any], labels: dict[str, str]) -> bool:

@@ -10,6 +10,28 @@ from ..status.conditions import now
 from .client import STRATEGIC_MERGE_PATCH, KubeApi
 
 
+# waiting reasons of a container that will not get better by waiting
+FAILING_WAITING_REASONS = frozenset({"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "InvalidImageName",
+                                     "CreateContainerConfigError", "CreateContainerError"})
+
+
+def failing(pod: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(reason, message) of a container of the pod that cannot run; None when none."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        waiting = (status.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in FAILING_WAITING_REASONS:
+            return str(waiting["reason"]), str(waiting.get("message") or "")
+    return None
+
+
+def unschedulable(pod: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(since, scheduler's message) of a pod the scheduler finds no node for; None otherwise."""
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
+            return str(c.get("lastTransitionTime") or pod["metadata"].get("creationTimestamp") or ""), str(c.get("message") or "")
+    return None
+
+
 def condition(pod: Mapping[str, Any], type_: str) -> bool:
     return any(c.get("type") == type_ and c.get("status") == "True"
                for c in (pod.get("status") or {}).get("conditions") or [])

@@ -2,6 +2,7 @@
 lookupd list, and report pods ready and registered."""
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -11,6 +12,7 @@ from nsq_client.admin import LookupdAdmin, NsqdAdmin
 
 from ..builders import build_cluster, labels, names
 from ..kube.apply import apply
+from ..kube.client import CONFLICT, KubeApiError
 from ..kube.pods import component_pods, is_ready, is_serving, topology_ready
 from ..models import ComponentStatus, NsqCluster, NsqClusterStatus, NsqdStatus
 from ..rollout import progress
@@ -19,8 +21,10 @@ from ..status import conditions
 from ..status.errors import describe
 from ..status.errors import BadSpec
 from ..topology.wishes import ChannelWish, TopicWish
-from .freshness import ensure_current
+from .freshness import Superseded, ensure_current
+from . import health
 from .gate import REACH_ERRORS, open_gate
+from .health import Problem, creation_refused, pod_problems
 
 
 @dataclass(frozen=True)
@@ -105,22 +109,55 @@ async def open_gates(rt: Runtime, nsqd_pods: list[dict[str, Any]], topics: Itera
 
 async def hold_replicas(rt: Runtime, manifest: dict[str, Any]) -> None:
     """Fewer nsqds is the roller's to carry out, one pod at a time after its messages are
-    handed off: a pass only ever raises the StatefulSet's replicas."""
+    handed off: a pass only ever raises the StatefulSet's replicas. The write names the
+    resourceVersion the replicas were read at, so a scale-down by the roller in between
+    makes it fail (409) instead of being undone."""
     meta = manifest["metadata"]
     existing = await rt.kube.get("StatefulSet", meta["namespace"], meta["name"])
     if existing is not None:
         running = int(existing["spec"].get("replicas", 0))
         manifest["spec"]["replicas"] = max(running, manifest["spec"]["replicas"])
+        meta["resourceVersion"] = existing["metadata"].get("resourceVersion")
+
+
+async def apply_all(rt: Runtime, cluster: NsqCluster) -> list[Problem]:
+    """Apply every manifest; the writes the API server refuses are returned as problems
+    (the others still go through)."""
+    refused = []
+    for manifest in build_cluster(cluster):
+        if manifest["kind"] == "StatefulSet" and manifest["metadata"]["name"] == names.nsqd_statefulset(cluster):
+            await hold_replicas(rt, manifest)
+        try:
+            await apply(rt.kube, manifest)
+        except KubeApiError as e:
+            if e.status == CONFLICT:
+                raise Superseded(f"{manifest['kind']} {manifest['metadata']['name']} changed while this pass "
+                                 f"wrote it") from None
+            if not e.refused:
+                raise
+            refused.append(Problem("WriteRefused", f"the API server refuses {manifest['kind']} "
+                                                   f"{manifest['metadata']['name']}: {e.said}"))
+    return refused
+
+
+async def problems_of(rt: Runtime, cluster: NsqCluster, body: Any, pods: list[dict[str, Any]]) -> list[Problem]:
+    at = datetime.datetime.now(datetime.timezone.utc)
+    state = progress.current(body)
+    spared = state.pod if progress.active(state) and state is not None else None
+    found = pod_problems(pods, at, rt.intervals.unschedulable_timeout, spared)
+    present = {p["metadata"]["name"] for p in pods}
+    if not found and not set(names.nsqd_pods(cluster) + names.lookupd_pods(cluster)) <= present:
+        found = await creation_refused(rt.kube, cluster.namespace,
+                                       [names.nsqd_statefulset(cluster), names.lookupd_statefulset(cluster)], at,
+                                       rt.intervals.failed_create_window)
+    return found
 
 
 async def reconcile_cluster(rt: Runtime, body: Any, topics: Iterable[TopicWish] = (),
                             channels: Iterable[ChannelWish] = ()) -> ClusterPass:
     cluster = parse(body)
     await ensure_current(rt.kube, body)
-    for manifest in build_cluster(cluster):
-        if manifest["kind"] == "StatefulSet" and manifest["metadata"]["name"] == names.nsqd_statefulset(cluster):
-            await hold_replicas(rt, manifest)
-        await apply(rt.kube, manifest)
+    refused = await apply_all(rt, cluster)
     nsqd_pods = await component_pods(rt.kube, cluster.ref, labels.NSQD)
     if await open_gates(rt, nsqd_pods, list(topics), list(channels)):
         nsqd_pods = await component_pods(rt.kube, cluster.ref, labels.NSQD)
@@ -145,4 +182,5 @@ async def reconcile_cluster(rt: Runtime, body: Any, topics: Iterable[TopicWish] 
     done = (len(ready_nsqds) == want_nsqd and len(nsqd_pods) == want_nsqd and len(ready_lookupds) == want_lookupd
             and len(lookupd_pods) == want_lookupd and (registered or want_nsqd == 0) and not missed)
     verdict = conditions.ready(summary) if done else conditions.progressing("PodsNotReady", summary)
+    verdict = health.verdict(refused + await problems_of(rt, cluster, body, nsqd_pods + lookupd_pods), verdict)
     return ClusterPass(status.wire(), progress.verdict(progress.current(body), verdict))

@@ -10,20 +10,12 @@ from ..builders import labels, names
 from ..builders.revision import Revision
 from ..builders.statefulsets import build_lookupd_statefulset, build_nsqd_statefulset
 from ..kube.client import KubeApi
-from ..kube.pods import is_ready, is_serving, ordinal
+from ..kube.pods import failing, is_ready, is_serving, ordinal
 from ..models import NsqCluster
 
-# waiting reasons of a container that will not get better by waiting
-STUCK_WAITING_REASONS = frozenset({"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "InvalidImageName",
-                                   "CreateContainerConfigError", "CreateContainerError"})
-
-
 def stuck_reason(pod: Mapping[str, Any]) -> str | None:
-    for status in (pod.get("status") or {}).get("containerStatuses") or []:
-        reason = ((status.get("state") or {}).get("waiting") or {}).get("reason")
-        if reason in STUCK_WAITING_REASONS:
-            return str(reason)
-    return None
+    found = failing(pod)
+    return found[0] if found else None
 
 
 def last_exit_code(pod: Mapping[str, Any]) -> int | None:
@@ -77,6 +69,7 @@ class ComponentView:
     component: str
     statefulset: str
     replicas: int  # the StatefulSet's, which may still be above the spec's during a scale-down
+    resource_version: str | None  # the StatefulSet's, as read: a write of its replicas names it
     target: Revision | None  # the revision of the StatefulSet's pod template
     pods: list[PodView]
 
@@ -114,6 +107,7 @@ def _component(cluster: NsqCluster, component: str, statefulset: str, sts: Mappi
     return ComponentView(
         component=component, statefulset=statefulset,
         replicas=int(sts["spec"].get("replicas", 0)) if sts else 0,
+        resource_version=sts["metadata"].get("resourceVersion") if sts else None,
         target=Revision.of(sts["spec"]["template"]) if sts else None,
         pods=sorted((PodView.of(p, never_ready_after, at) for p in mine), key=lambda p: p.ordinal))
 

@@ -54,11 +54,14 @@ def active(state: RolloutStatus | None) -> bool:
 
 def verdict(state: RolloutStatus | None, base: conditions.Verdict) -> conditions.Verdict:
     """The cluster's conditions with the roll taken into account: a stopped roll is
-    Degraded (naming pod and cause), one under way is Progressing."""
+    Degraded (naming pod and cause), then whatever degrades the cluster, and a roll under
+    way is Progressing."""
     if state is None:
         return base
     if state.error:
         return conditions.degraded(BLOCKED_REASON, state.error)
+    if base.degraded:  # a pod that cannot run or be created says more than "rolling"
+        return base
     if active(state):
         doing = f"{state.phase} {state.pod}" if state.pod else state.phase
         return conditions.progressing(ROLLING_REASON, f"{doing}: {state.message}; {base.message}")

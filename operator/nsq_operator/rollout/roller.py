@@ -8,6 +8,7 @@ from typing import Any
 
 from ..builders import labels
 from ..constants import NSQD_CLAIM_TEMPLATE
+from ..kube.client import CONFLICT, KubeApiError
 from ..kube.events import post_event
 from ..models import NsqCluster, RolloutStatus
 from ..reconcile.cluster import registered_everywhere
@@ -15,7 +16,7 @@ from ..runtime import Runtime
 from . import progress
 from .drain import DrainClient, DrainState, NoAnswer, http_address
 from .observe import Observed, PodView, observe
-from .plan import SCALE_DOWN, Idle, Refuse, Restart, ScaleDown, Wait, has_work, plan
+from .plan import SCALE_DOWN, STUCK_POD, Idle, Refuse, Restart, ScaleDown, Wait, has_work, plan
 
 
 DRAINED = "Drained"
@@ -62,7 +63,13 @@ class Roller:
         return DrainClient(self.rt.endpoints.nsqd_http(self.cluster.ref, pod), self.rt.http)
 
     async def delete_pod(self, pod: str) -> None:
+        """For a pod that serves nothing (its container cannot run): no budget to ask."""
         await self.rt.kube.delete("Pod", self.cluster.namespace, pod)
+
+    async def evict_pod(self, pod: str) -> str | None:
+        """Through the eviction API, so the PodDisruptionBudget counts a `kubectl drain` running
+        at the same time; None once it goes, else why it may not go yet."""
+        return await self.rt.kube.evict(self.cluster.namespace, pod)
 
     async def event(self, reason: str, message: str, warning: bool = False) -> None:
         await post_event(self.rt.kube, self.body, "Warning" if warning else "Normal", reason, message)
@@ -100,7 +107,9 @@ class Roller:
         # A draining nsqd is not Ready by design: it is judged by its drain (its timeout plus
         # the margin), never by how long it has been unready.
         if (outcome := drain_outcome(pod, drain)) is not None:
-            await self.delete_pod(pod.name)
+            if (refused := await self.evict_pod(pod.name)) is not None:
+                return state.model_copy(update={"message": f"{pod.name} {outcome}; its eviction waits for the "
+                                                           f"disruption budget: {refused}"}), False
             cut_short = outcome != "drained"
             await self.event(DRAIN_CUT_SHORT if cut_short else DRAINED, f"{pod.name} {outcome} and deleted",
                              warning=cut_short)
@@ -147,7 +156,9 @@ class Roller:
         if pod is None:
             return state, True
         if self.observed.wanted_nsqd > pod.ordinal:  # scaled back up meanwhile: bring it back into service
-            await self.delete_pod(pod.name)
+            if (refused := await self.evict_pod(pod.name)) is not None:
+                return state.model_copy(update={"message": f"scale-down of {pod.name} called off; its restart "
+                                                           f"waits for the disruption budget: {refused}"}), False
             await self.event(SCALE_DOWN, f"scale-down of {pod.name} called off; restarting it to serve again")
             return progress.enter(state, "Replacing", f"waiting for {pod.name} to serve again"), False
         drain: DrainState | None | NoAnswer
@@ -167,8 +178,15 @@ class Roller:
                 raise StopRoll(f"scale-down of {pod.name} would strand {drain.handoff.messages_left} messages: "
                                f"{drain.handoff.error}")
             elif drain.handoff.finished:
-                await self.rt.kube.patch("StatefulSet", self.cluster.namespace, nsqd.statefulset,
-                                         {"spec": {"replicas": pod.ordinal}})
+                # conditional on the replicas read: a scale-up since then must not be undone
+                try:
+                    await self.rt.kube.patch("StatefulSet", self.cluster.namespace, nsqd.statefulset,
+                                             {"metadata": {"resourceVersion": nsqd.resource_version},
+                                              "spec": {"replicas": pod.ordinal}})
+                except KubeApiError as e:
+                    if e.status != CONFLICT:
+                        raise
+                    return state.model_copy(update={"message": f"{nsqd.statefulset} changed; reading it again"}), False
                 await self.event(SCALE_DOWN, f"{pod.name} handed all its messages off; removing it")
                 return progress.enter(state, "Removing", f"waiting for {pod.name} to terminate"), False
         if progress.seconds_in_phase(state) > self.rt.intervals.handoff_timeout:
@@ -238,8 +256,12 @@ class Roller:
             if started is not None:
                 await self.event(step.reason, f"restarting {step.pod} because {step.why}: draining it first")
                 return progress.enter(state, "Draining", f"draining {step.pod}", **fields)
+        if step.reason == STUCK_POD:
+            await self.delete_pod(step.pod)
+        elif (refused := await self.evict_pod(step.pod)) is not None:
+            return progress.waiting(state, f"waiting for the disruption budget to allow restarting {step.pod}: "
+                                           f"{refused}")
         await self.event(step.reason, f"restarting {step.pod} because {step.why}")
-        await self.delete_pod(step.pod)
         return progress.enter(state, "Replacing", f"waiting for the replacement of {step.pod}", **fields)
 
 

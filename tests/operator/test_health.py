@@ -1,0 +1,113 @@
+"""What degrades a cluster, decided from objects alone: refused writes, containers that
+cannot run, pods no node takes past the deadline; and which changes of condition get an
+Event."""
+from __future__ import annotations
+
+import datetime
+import json
+from typing import Any
+
+from nsq_operator.kube.client import KubeApiError
+from nsq_operator.reconcile.cluster import apply_all
+from nsq_operator.reconcile.health import pod_problems
+from nsq_operator.runtime import Runtime
+from nsq_operator.status.transitions import transitions
+from tests.operator.samples import cluster
+
+AT = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
+
+
+class RefusingApi:
+    """Takes every object but StatefulSets, which it refuses as the API server does (422)."""
+
+    def __init__(self) -> None:
+        self.created: list[str] = []
+
+    async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return None
+
+    async def create(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        if manifest["kind"] == "StatefulSet":
+            status = {"kind": "Status", "code": 422, "reason": "Invalid",
+                      "message": f'StatefulSet.apps "{manifest["metadata"]["name"]}" is invalid: spec.template: bad'}
+            raise KubeApiError(422, "POST", "/apis/apps/v1/...", json.dumps(status))
+        self.created.append(manifest["metadata"]["name"])
+        return manifest
+
+
+async def test_a_refused_write_is_a_problem_and_the_other_writes_still_go_through() -> None:
+    rt = Runtime()
+    rt._kube = RefusingApi()  # type: ignore[assignment]
+    problems = await apply_all(rt, cluster())
+    assert [p.reason for p in problems] == ["WriteRefused", "WriteRefused"]
+    assert problems[0].message == ('the API server refuses StatefulSet demo-lookupd: StatefulSet.apps "demo-lookupd" '
+                                   'is invalid: spec.template: bad')
+    assert "demo-nsqd-headless" in rt._kube.created  # type: ignore[attr-defined]
+
+
+def pod(name: str, waiting: str | None = None, unschedulable_since: str | None = None,
+        terminating: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if terminating:
+        meta["deletionTimestamp"] = "2026-01-01T11:59:00Z"
+    status: dict[str, Any] = {"conditions": [], "containerStatuses": []}
+    if waiting:
+        status["containerStatuses"].append({"name": "nsqd", "state": {"waiting": {"reason": waiting, "message": "m"}}})
+    if unschedulable_since:
+        status["conditions"].append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                     "lastTransitionTime": unschedulable_since, "message": "no node"})
+    return {"metadata": meta, "status": status}
+
+
+def test_pod_problems() -> None:
+    pods = [pod("a", waiting="ImagePullBackOff"), pod("b", waiting="ContainerCreating"),
+            pod("c", unschedulable_since="2026-01-01T11:58:00Z"), pod("d", unschedulable_since="2026-01-01T11:59:50Z"),
+            pod("e", waiting="CrashLoopBackOff", terminating=True), pod("f", waiting="CrashLoopBackOff")]
+    found = pod_problems(pods, AT, unschedulable_after=60, spared="f")
+    assert [(p.reason, p.message) for p in found] == [
+        ("ImagePullBackOff", "a cannot run: ImagePullBackOff (m)"),
+        ("Unschedulable", "c found no node for 120s: no node")]
+
+
+def cond(type_: str, status: str, reason: str = "R") -> dict[str, Any]:
+    return {"type": type_, "status": status, "reason": reason, "message": f"{type_} {reason}"}
+
+
+def test_events_mark_transitions_only() -> None:
+    waiting = [cond("Ready", "False"), cond("Degraded", "False")]
+    crashing = [cond("Ready", "False"), cond("Degraded", "True", "CrashLoopBackOff")]
+    refused = [cond("Ready", "False"), cond("Degraded", "True", "FailedCreate")]
+    ready = [cond("Ready", "True", "Reconciled"), cond("Degraded", "False")]
+    assert transitions(waiting, waiting) == [] and transitions(crashing, crashing) == []
+    assert [(a.type, a.reason) for a in transitions(waiting, crashing)] == [("Warning", "CrashLoopBackOff")]
+    assert [(a.type, a.reason) for a in transitions(crashing, refused)] == [("Warning", "FailedCreate")]
+    assert [(a.type, a.reason) for a in transitions(refused, ready)] == [("Normal", "Recovered"), ("Normal", "Ready")]
+    assert [(a.type, a.reason) for a in transitions([], ready)] == [("Normal", "Ready")]
+
+
+class StatefulSetApi:
+    """The nsqd StatefulSet exists at resourceVersion 41 with 5 replicas; the rest is missing."""
+
+    def __init__(self) -> None:
+        self.patches: list[dict[str, Any]] = []
+
+    async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        if (kind, name) == ("StatefulSet", "demo-nsqd"):
+            return {"metadata": {"name": name, "resourceVersion": "41"}, "spec": {"replicas": 5}}
+        return None
+
+    async def create(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        return manifest
+
+    async def patch(self, kind: str, namespace: str, name: str, patch: dict[str, Any],
+                    subresource: str | None = None) -> dict[str, Any] | None:
+        self.patches.append(patch)
+        return patch
+
+
+async def test_replicas_are_written_with_the_resource_version_they_were_read_at() -> None:
+    rt = Runtime()
+    rt._kube = StatefulSetApi()  # type: ignore[assignment]
+    assert await apply_all(rt, cluster(nsqd={"replicas": 3})) == []
+    (patch,) = rt._kube.patches  # type: ignore[attr-defined]
+    assert patch["metadata"]["resourceVersion"] == "41" and patch["spec"]["replicas"] == 5  # the roller lowers it
