@@ -8,6 +8,7 @@ import sys
 
 import kopf
 
+from .constants import DEFAULT_IMAGE
 from .handlers import build_registry
 from .runtime import Intervals, Runtime
 
@@ -26,6 +27,8 @@ def parser() -> argparse.ArgumentParser:
                    help="seconds between two steps of a rolling upgrade or scale-down")
     p.add_argument("--ready-timeout", type=float, default=Intervals.ready_timeout,
                    help="seconds a replaced pod may take to be Ready before the roll stops Degraded")
+    p.add_argument("--default-image", default=DEFAULT_IMAGE,
+                   help="the image of an NsqCluster whose spec names none (the chart passes the operator's own)")
     p.add_argument("--verbose", "-v", action="store_true")
     return p
 
@@ -36,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     intervals = Intervals(cluster_status=args.status_interval, topology=args.drift_interval,
                           rollout=args.rollout_interval, ready_timeout=args.ready_timeout)
-    kopf.run(registry=build_registry(intervals), memo=kopf.Memo(runtime=Runtime(intervals=intervals)),
+    runtime = Runtime(intervals=intervals, default_image=args.default_image)
+    kopf.run(registry=build_registry(intervals), memo=kopf.Memo(runtime=runtime),
              standalone=True, clusterwide=not args.namespace, namespaces=args.namespace,
              liveness_endpoint=args.liveness or None)
     return 0

@@ -7,7 +7,10 @@ GROUP: Final = "nsq.dev"
 VERSION: Final = "v1alpha1"
 API_VERSION: Final = f"{GROUP}/{VERSION}"
 
-DEFAULT_IMAGE: Final = "nsq-operator:0.1.0"
+# what an NsqCluster runs when its spec names no image: the operator's own release, fully
+# qualified (an unqualified name means another registry to another runtime's config);
+# `nsq-operator --default-image` (the chart passes its own image) overrides it
+DEFAULT_IMAGE: Final = "docker.io/library/nsq-operator:0.1.0"
 
 # container ports, NSQ's defaults
 NSQD_TCP_PORT: Final = 4150

@@ -8,6 +8,7 @@ from typing import Any
 import aiohttp
 import kopf
 
+from .constants import DEFAULT_IMAGE
 from .endpoints import Endpoints, PodDnsEndpoints
 from .kube.client import KubeApi
 
@@ -31,6 +32,7 @@ class Intervals:
 class Runtime:
     endpoints: Endpoints = field(default_factory=PodDnsEndpoints)
     intervals: Intervals = field(default_factory=Intervals)
+    default_image: str = DEFAULT_IMAGE  # what a cluster runs when its spec names no image
     connection: kopf.ConnectionInfo | None = None
     _kube: KubeApi | None = None
     _http: aiohttp.ClientSession | None = None

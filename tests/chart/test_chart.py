@@ -109,6 +109,7 @@ def test_a_default_release_runs_one_operator_on_every_namespace(helm: Helm) -> N
     assert container["command"] == ["nsq-operator"]
     args = operator_parser().parse_args(container["args"])
     assert args.all_namespaces and args.namespace == [] and not args.verbose
+    assert args.default_image == container["image"]  # clusters naming no image run the operator's release
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     assert of_kind(objects, "NsqCluster") == [] and of_kind(objects, "RoleBinding") == []

@@ -101,7 +101,8 @@ class OperatorUnderTest:
         async with asyncio.timeout(20):
             await ready.wait()
 
-    async def stop(self) -> None:
+    async def stop_operator(self) -> None:
+        """Stop kopf (an uninstalled operator); the API stays reachable through this object."""
         current = asyncio.current_task()
         if current is not None:
             self._ignored.add(current)  # kopf cancels every task it does not know at exit
@@ -109,6 +110,9 @@ class OperatorUnderTest:
         if self._runner is not None:
             async with asyncio.timeout(30):
                 await self._runner
+
+    async def stop(self) -> None:
+        await self.stop_operator()
         await self.session.close()
 
     # -- the API, as kubectl would use it --------------------------------------------------

@@ -47,3 +47,24 @@ def test_the_cluster_dns_domain_ends_every_advertised_name() -> None:
     assert PodDnsEndpoints().nsqd_http(ref, "demo-nsqd-0") == "http://demo-nsqd-0.demo-nsqd-headless.ns1.svc.k8s.example.org:4151"
     # unset: the names pods complete through their search path, as before
     assert "--broadcast-address=$(POD_NAME).demo-nsqd-headless.ns1.svc" in pod_spec("demo-nsqd")["containers"][0]["args"]
+
+
+def test_the_operator_chooses_the_default_image_not_the_crd() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    from nsq_operator.constants import DEFAULT_IMAGE
+    from nsq_operator.models import NsqCluster
+    from tests.operator.samples import cluster_body
+    crd = yaml.safe_load((Path(__file__).resolve().parents[2] / "crds" / "nsqclusters.nsq.dev.yaml").read_text())
+    image = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["image"]
+    assert "default" not in image  # a CRD default would be stored in every object, and outlive the operator
+    registry, _, rest = DEFAULT_IMAGE.partition("/")
+    assert "." in registry and ":" in rest.rsplit("/", 1)[-1]  # fully qualified, with a tag
+    assert pod_spec("demo-nsqd")["containers"][0]["image"] == DEFAULT_IMAGE
+    mine = NsqCluster.from_body(cluster_body(), default_image="registry.example/nsq/nsq-operator:9.9.9")
+    assert {c["image"] for m in build_cluster(mine) if m["kind"] == "StatefulSet"
+            for c in m["spec"]["template"]["spec"]["containers"]} == {"registry.example/nsq/nsq-operator:9.9.9"}
+    named = NsqCluster.from_body(cluster_body(image="nsq:pinned"), default_image="registry.example/x:1")
+    assert named.image == "nsq:pinned"

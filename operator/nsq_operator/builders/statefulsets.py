@@ -51,7 +51,7 @@ def nsqd_container(cluster: NsqCluster) -> dict[str, Any]:
     broadcast = names.pod_dns("$(POD_NAME)", names.nsqd_headless_service(cluster), cluster.namespace, cluster.domain)
     container: dict[str, Any] = {
         "name": "nsqd",
-        "image": cluster.spec.image,
+        "image": cluster.image,
         "imagePullPolicy": cluster.spec.image_pull_policy,
         "command": ["nsqd"],
         "args": [f"--config={NSQD_CONFIG_DIR}/{NSQD_CONFIG_FILE}",
@@ -76,7 +76,7 @@ def lookupd_container(cluster: NsqCluster) -> dict[str, Any]:
     broadcast = names.pod_dns("$(POD_NAME)", names.lookupd_headless_service(cluster), cluster.namespace, cluster.domain)
     container: dict[str, Any] = {
         "name": "nsqlookupd",
-        "image": cluster.spec.image,
+        "image": cluster.image,
         "imagePullPolicy": cluster.spec.image_pull_policy,
         "command": ["nsqlookupd"],
         "args": [f"--config={NSQD_CONFIG_DIR}/{LOOKUPD_CONFIG_FILE}",

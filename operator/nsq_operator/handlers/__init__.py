@@ -6,6 +6,7 @@ import kopf
 from ..builders import labels
 from ..constants import GROUP, MANAGED_BY, VERSION
 from ..runtime import Intervals
+from . import unguarded
 from .cluster import cluster_changed, cluster_tick
 from .login import cleanup, configure, login
 from .rollout import cluster_rollout
@@ -24,20 +25,23 @@ def build_registry(intervals: Intervals) -> kopf.OperatorRegistry:
     clusters = (GROUP, VERSION, "nsqclusters")
     for on in (kopf.on.create, kopf.on.update, kopf.on.resume):
         on(*clusters, registry=registry, id="reconcile", backoff=intervals.retry)(cluster_changed)
-    # a failed pass (an nsqd slow to answer) retries after `retry`, not kopf's default minute
-    kopf.timer(*clusters, registry=registry, id="status", interval=intervals.cluster_status,
-               initial_delay=intervals.cluster_status, backoff=intervals.retry)(cluster_tick)
+    # No finalizer on an NsqCluster: nothing needs doing before one goes (its objects go by
+    # their owner references). A failed pass (an nsqd slow to answer) retries after `retry`.
+    unguarded.timer(registry, *clusters, id="status", interval=intervals.cluster_status,
+                    initial_delay=intervals.cluster_status, backoff=intervals.retry)(cluster_tick)
     # rolling upgrades and scale-down, a step per tick; a stopped roll retries with its own backoff
-    kopf.timer(*clusters, registry=registry, id="rollout", interval=intervals.rollout,
-               initial_delay=intervals.rollout, backoff=intervals.retry)(cluster_rollout)
+    unguarded.timer(registry, *clusters, id="rollout", interval=intervals.rollout,
+                    initial_delay=intervals.rollout, backoff=intervals.retry)(cluster_rollout)
 
     for plural in ("nsqtopics", "nsqchannels"):
         resource = (GROUP, VERSION, plural)
         for on in (kopf.on.create, kopf.on.update, kopf.on.resume):
             on(*resource, registry=registry, id="reconcile", backoff=intervals.retry)(topology_changed)
-        kopf.on.delete(*resource, registry=registry, id="delete", backoff=intervals.retry)(topology_deleted)
-        kopf.timer(*resource, registry=registry, id="drift", interval=intervals.topology,
-                   initial_delay=intervals.topology, backoff=intervals.retry)(topology_tick)
+        # the finalizer guards the topic or channel on the nsqds: only deletionPolicy Delete needs it
+        kopf.on.delete(*resource, registry=registry, id="delete", backoff=intervals.retry,
+                       field="spec.deletionPolicy", value="Delete")(topology_deleted)
+        unguarded.timer(registry, *resource, id="drift", interval=intervals.topology,
+                        initial_delay=intervals.topology, backoff=intervals.retry)(topology_tick)
 
     kopf.index(GROUP, VERSION, "nsqtopics", registry=registry, id="declared_topics")(declared_topics)
     kopf.index(GROUP, VERSION, "nsqchannels", registry=registry, id="declared_channels")(declared_channels)

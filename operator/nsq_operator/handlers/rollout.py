@@ -21,7 +21,7 @@ async def cluster_rollout(body: Any, memo: Any, **_: Any) -> None:
     if body is None or is_paused(body) or body["metadata"].get("deletionTimestamp"):
         return
     try:
-        cluster = parse(body)
+        cluster = parse(body, rt.default_image)
     except BadSpec:
         return  # the reconcile handler reports it
     try:

@@ -66,7 +66,9 @@ class MetricsSpec(CrdModel):
 
 
 class NsqClusterSpec(CrdModel):
-    image: str = Field(DEFAULT_IMAGE, min_length=1, description="container image holding nsqd and nsqlookupd")
+    image: str | None = Field(None, min_length=1, description="container image holding nsqd and nsqlookupd; unset: "
+                              "the operator's default, the image of its own release (so an upgraded operator "
+                              "rolls clusters that name none onto its release)")
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field("IfNotPresent", description="Always, IfNotPresent or Never")
     image_pull_secrets: list[str] = Field(default_factory=list, description="names of Secrets to pull the image with")
     nsqd: NsqdSpec = Field(default_factory=NsqdSpec, description="the brokers")
@@ -140,15 +142,21 @@ class NsqCluster(CrdModel):
     generation: int = 0
     restart_token: str = ""  # the nsq.dev/restart annotation: a new value rolls every pod once
     paused: bool = False  # nsq.dev/paused: "true"
+    default_image: str = DEFAULT_IMAGE  # the operator's, for a spec that names none
     spec: NsqClusterSpec
 
     @classmethod
-    def from_body(cls, body: Any) -> "NsqCluster":
+    def from_body(cls, body: Any, default_image: str = DEFAULT_IMAGE) -> "NsqCluster":
         meta = body["metadata"]
         annotations = meta.get("annotations") or {}
         return cls(name=meta["name"], namespace=meta.get("namespace") or "default", uid=meta.get("uid", ""),
                    generation=meta.get("generation", 0), restart_token=str(annotations.get(RESTART_ANNOTATION, "")),
-                   paused=is_paused(body), spec=NsqClusterSpec.model_validate(body.get("spec") or {}))
+                   paused=is_paused(body), default_image=default_image,
+                   spec=NsqClusterSpec.model_validate(body.get("spec") or {}))
+
+    @property
+    def image(self) -> str:
+        return self.spec.image or self.default_image
 
     @property
     def domain(self) -> str:

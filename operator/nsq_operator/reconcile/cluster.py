@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from nsq_client.admin import LookupdAdmin, NsqdAdmin
 
 from ..builders import build_cluster, labels, names
+from ..constants import DEFAULT_IMAGE
 from ..kube.apply import apply
 from ..kube.client import CONFLICT, KubeApiError
 from ..kube.pods import component_pods, is_ready, is_serving, topology_ready
@@ -33,9 +34,9 @@ class ClusterPass:
     verdict: conditions.Verdict
 
 
-def parse(body: Any) -> NsqCluster:
+def parse(body: Any, default_image: str = DEFAULT_IMAGE) -> NsqCluster:
     try:
-        return NsqCluster.from_body(body)
+        return NsqCluster.from_body(body, default_image)
     except ValidationError as e:
         raise BadSpec(describe(e)) from None
 
@@ -155,7 +156,7 @@ async def problems_of(rt: Runtime, cluster: NsqCluster, body: Any, pods: list[di
 
 async def reconcile_cluster(rt: Runtime, body: Any, topics: Iterable[TopicWish] = (),
                             channels: Iterable[ChannelWish] = ()) -> ClusterPass:
-    cluster = parse(body)
+    cluster = parse(body, rt.default_image)
     await ensure_current(rt.kube, body)
     refused = await apply_all(rt, cluster)
     nsqd_pods = await component_pods(rt.kube, cluster.ref, labels.NSQD)

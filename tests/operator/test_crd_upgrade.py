@@ -1,0 +1,69 @@
+"""The CRD upgrade path (operator/UPGRADING.md): the CRDs of this version, applied over a
+released version's with `kubectl apply --server-side -f crds/`, accept every object the
+released ones did. Checked against a copy of each release's CRDs (released_crds/): no
+field is removed or retyped, no enum value or looser bound taken back, nothing newly
+required, and an existing field made immutable only by a transition rule (which leaves
+stored objects valid)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import yaml
+
+RELEASED = Path(__file__).resolve().parent / "released_crds"
+CURRENT = Path(__file__).resolve().parents[2] / "crds"
+KINDS = ["nsqclusters", "nsqtopics", "nsqchannels"]
+
+
+def schema(directory: Path, kind: str) -> dict[str, Any]:
+    crd = yaml.safe_load((directory / f"{kind}.nsq.dev.yaml").read_text(encoding="utf-8"))
+    (version,) = [v for v in crd["spec"]["versions"] if v.get("storage")]
+    found: dict[str, Any] = version["schema"]["openAPIV3Schema"]
+    return found
+
+
+def narrowed(old: dict[str, Any], new: dict[str, Any], path: str = "") -> Iterator[str]:
+    """Every way ``new`` accepts less than ``old`` at ``path`` or below."""
+    if old.get("type") != new.get("type"):
+        yield f"{path or '.'}: type {old.get('type')} became {new.get('type')}"
+    if "enum" in old and not set(old["enum"]) <= set(new.get("enum", old["enum"])):
+        yield f"{path}: enum lost {sorted(set(old['enum']) - set(new['enum']))}"
+    for bound, stricter in (("minimum", lambda o, n: n > o), ("maximum", lambda o, n: n < o),
+                            ("maxLength", lambda o, n: n < o), ("minLength", lambda o, n: n > o)):
+        if bound in new and (bound not in old or stricter(old[bound], new[bound])):
+            yield f"{path}: {bound} {old.get(bound)} became {new[bound]}"
+    if "pattern" in new and new.get("pattern") != old.get("pattern"):
+        yield f"{path}: pattern {old.get('pattern')!r} became {new['pattern']!r}"
+    if set(new.get("required", [])) - set(old.get("required", [])):
+        yield f"{path}: newly required {sorted(set(new.get('required', [])) - set(old.get('required', [])))}"
+    for rule in new.get("x-kubernetes-validations", []):
+        if rule not in old.get("x-kubernetes-validations", []) and "oldSelf" not in rule["rule"]:
+            yield f"{path}: new rule {rule['rule']!r} may refuse a stored object"
+    for name, sub in (old.get("properties") or {}).items():
+        if name not in (new.get("properties") or {}):
+            if not new.get("x-kubernetes-preserve-unknown-fields"):
+                yield f"{path}.{name}: removed (the apiserver would prune it from stored objects)"
+            continue
+        yield from narrowed(sub, new["properties"][name], f"{path}.{name}")
+    for key in ("items", "additionalProperties"):
+        if isinstance(old.get(key), dict) and isinstance(new.get(key), dict):
+            yield from narrowed(old[key], new[key], f"{path}[]" if key == "items" else f"{path}{{}}")
+
+
+@pytest.mark.parametrize("release", sorted(p.name for p in RELEASED.iterdir()))
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_crds_accept_everything_a_released_version_accepted(release: str, kind: str) -> None:
+    assert list(narrowed(schema(RELEASED / release, kind), schema(CURRENT, kind))) == []
+
+
+def test_the_check_sees_a_narrowing() -> None:
+    old = schema(RELEASED / "0.1.0", "nsqtopics")
+    new = yaml.safe_load(yaml.safe_dump(old))
+    del new["properties"]["spec"]["properties"]["paused"]
+    new["properties"]["spec"]["properties"]["deletionPolicy"]["enum"] = ["Retain"]
+    new["properties"]["spec"]["required"] = ["cluster", "topicName"]
+    assert sorted(narrowed(old, new)) == [
+        ".spec.deletionPolicy: enum lost ['Delete']", ".spec.paused: removed (the apiserver would prune it from "
+        "stored objects)", ".spec: newly required ['topicName']"]
