@@ -48,6 +48,7 @@ FINALIZER: Final = f"{GROUP}/topology"
 # idle broker, so the pods are Burstable rather than BestEffort
 NSQD_DEFAULT_REQUESTS: Final = {"cpu": "100m", "memory": "128Mi"}
 LOOKUPD_DEFAULT_REQUESTS: Final = {"cpu": "50m", "memory": "64Mi"}
+ADMIN_DEFAULT_REQUESTS: Final = {"cpu": "25m", "memory": "64Mi"}
 
 # nsqd gets this long beyond the drain timeout before the kubelet kills it
 TERMINATION_GRACE_MARGIN_SECONDS: Final = 15

@@ -57,7 +57,7 @@ def checkov_binary() -> str:
 def shipped_workloads(helm: Helm) -> list[dict[str, Any]]:
     manifests = []
     for spec in ({}, RICH_SPEC, {"nsqd": {"podTemplate": OVERRIDE}, "lookupd": {"podTemplate": LOOKUPD_OVERRIDE}}):
-        manifests += [m for m in build_cluster(cluster(**spec)) if m["kind"] == "StatefulSet"]
+        manifests += [m for m in build_cluster(cluster(**spec)) if m["kind"] in ("StatefulSet", "Deployment")]
     for values in (None, CUSTOM):
         manifests += [o for o in helm.template(values) if o["kind"] == "Deployment"]
     for index, manifest in enumerate(manifests):  # unique names: checkov reports by kind, namespace and name

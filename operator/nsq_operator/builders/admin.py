@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..constants import LOOKUPD_HTTP_PORT
+from ..constants import ADMIN_DEFAULT_REQUESTS, LOOKUPD_HTTP_PORT
 from ..models import NsqCluster
 from . import labels, names
 from .ownership import object_meta
@@ -26,7 +26,7 @@ def lookupd_http_addresses(cluster: NsqCluster) -> list[str]:
 def admin_container(cluster: NsqCluster) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": ADMIN,
-        "image": cluster.spec.image,
+        "image": cluster.image,
         "imagePullPolicy": cluster.spec.image_pull_policy,
         "command": [ADMIN],
         "args": [f"--http-address=0.0.0.0:{ADMIN_HTTP_PORT}",
@@ -36,8 +36,7 @@ def admin_container(cluster: NsqCluster) -> dict[str, Any]:
         "livenessProbe": http_probe("/ping", "http", period=10, failures=6, initial_delay=5),
         "securityContext": container_security_context(),
     }
-    if res := resources(cluster.spec.admin.resources):
-        container["resources"] = res
+    container["resources"] = resources(cluster.spec.admin.resources, ADMIN_DEFAULT_REQUESTS)
     return container
 
 
