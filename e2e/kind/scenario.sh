@@ -13,6 +13,8 @@ need kubectl
 mkdir -p "${ARTIFACTS_DIR}"
 log "creating the NsqCluster in ${NAMESPACE}"
 kubectl create namespace "${NAMESPACE}" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+# the pods must be admitted where Pod Security "restricted" is enforced
+kubectl label namespace "${NAMESPACE}" --overwrite pod-security.kubernetes.io/enforce=restricted >/dev/null
 render cluster.yaml | kubectl apply -f - >/dev/null
 wait_until "${READY_TIMEOUT}" "cluster Ready" cluster_settled_on "$(image "${IMAGE_TAG}")" 3
 for channel in orders-billing orders-archive clicks-billing clicks-archive; do

@@ -22,6 +22,10 @@ docker tag "$(image "${IMAGE_TAG}")" "$(image "${UPGRADE_TAG}")"
 log "loading the image into the nodes as ${IMAGE_TAG} and ${UPGRADE_TAG}"
 kind load docker-image --name "${KIND_CLUSTER}" "$(image "${IMAGE_TAG}")" "$(image "${UPGRADE_TAG}")"
 
+# helm installs crds/ on the first install only: the CRDs are applied first, as an upgrade
+# must (operator/UPGRADING.md), so a reused cluster runs this version's
+log "applying the CRDs (server-side)"
+kubectl apply --server-side --force-conflicts --filename "${ROOT}/crds/" >/dev/null
 log "installing the chart (release ${RELEASE} in ${OPERATOR_NAMESPACE})"
 helm upgrade --install "${RELEASE}" "${ROOT}/charts/nsq-operator" \
   --namespace "${OPERATOR_NAMESPACE}" --create-namespace \

@@ -60,6 +60,9 @@ def shipped_workloads(helm: Helm) -> list[dict[str, Any]]:
         manifests += [m for m in build_cluster(cluster(**spec)) if m["kind"] in ("StatefulSet", "Deployment")]
     for values in (None, CUSTOM):
         manifests += [o for o in helm.template(values) if o["kind"] == "Deployment"]
+    # the kind scenario's load runs in the restricted namespace beside the cluster
+    job = (ROOT / "e2e" / "kind" / "load-job.yaml").read_text().replace("__IMAGE__", "nsq-operator:e2e-1")
+    manifests += [d for d in yaml.safe_load_all(job) if d]
     for index, manifest in enumerate(manifests):  # unique names: checkov reports by kind, namespace and name
         manifest["metadata"]["name"] = f"{manifest['metadata']['name']}-{index}"
     return manifests
@@ -71,7 +74,7 @@ def workloads(helm: Helm) -> list[dict[str, Any]]:
 
 
 def test_every_shipped_pod_meets_the_restricted_profile(workloads: list[dict[str, Any]]) -> None:
-    assert {w["kind"] for w in workloads} == {"StatefulSet", "Deployment"}
+    assert {w["kind"] for w in workloads} == {"StatefulSet", "Deployment", "Job"}
     for workload in workloads:
         assert manifest_violations(workload) == [], workload["metadata"]["name"]
 
