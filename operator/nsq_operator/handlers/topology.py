@@ -14,11 +14,19 @@ from ..status.errors import BadSpec
 from .status_patch import report, snapshot
 
 
-async def topology_changed(body: Any, patch: kopf.Patch, memo: Any, **_: Any) -> None:
+def _declared(body: Any, declared_topics: kopf.Index[Any, Any], declared_channels: kopf.Index[Any, Any]) -> list[Any]:
+    """The live declarations of the object's kind for its cluster (kopf's in-memory indexes)."""
+    index = declared_topics if body["kind"] == "NsqTopic" else declared_channels
+    key = (body["metadata"]["namespace"], (body.get("spec") or {}).get("cluster"))
+    return list(index.get(key, []))
+
+
+async def topology_changed(body: Any, patch: kopf.Patch, memo: Any, declared_topics: kopf.Index[Any, Any],
+                           declared_channels: kopf.Index[Any, Any], **_: Any) -> None:
     rt = runtime_of(memo)
     body = snapshot(body)
     try:
-        result = await reconcile_topology(rt, body)
+        result = await reconcile_topology(rt, body, _declared(body, declared_topics, declared_channels))
     except BadSpec as e:
         report(patch, body, {}, conditions.degraded("InvalidSpec", str(e)))
         raise kopf.PermanentError(f"invalid spec: {e}") from None
@@ -30,12 +38,13 @@ async def topology_changed(body: Any, patch: kopf.Patch, memo: Any, **_: Any) ->
     report(patch, body, result.status, result.verdict)
 
 
-async def topology_tick(body: Any, patch: kopf.Patch, memo: Any, **_: Any) -> None:
+async def topology_tick(body: Any, patch: kopf.Patch, memo: Any, declared_topics: kopf.Index[Any, Any],
+                        declared_channels: kopf.Index[Any, Any], **_: Any) -> None:
     """Periodic: put back what vanished or was flipped by hand, count messages, and act
     on empty requests."""
     body = snapshot(body)
     try:
-        result = await reconcile_topology(runtime_of(memo), body)
+        result = await reconcile_topology(runtime_of(memo), body, _declared(body, declared_topics, declared_channels))
     except BadSpec as e:
         report(patch, body, {}, conditions.degraded("InvalidSpec", str(e)))
         return
@@ -47,11 +56,12 @@ async def topology_tick(body: Any, patch: kopf.Patch, memo: Any, **_: Any) -> No
     report(patch, body, result.status, result.verdict)
 
 
-async def topology_deleted(body: Any, patch: kopf.Patch, memo: Any, **_: Any) -> None:
+async def topology_deleted(body: Any, patch: kopf.Patch, memo: Any, declared_topics: kopf.Index[Any, Any],
+                           declared_channels: kopf.Index[Any, Any], **_: Any) -> None:
     rt = runtime_of(memo)
     body = snapshot(body)
     try:
-        await delete_topology(rt, body)
+        await delete_topology(rt, body, _declared(body, declared_topics, declared_channels))
     except BadSpec:
         return  # it never reached any nsqd under a valid name
     except Refused as e:

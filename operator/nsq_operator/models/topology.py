@@ -3,16 +3,33 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from .common import CrdModel, DeletionPolicy, StatusBase
 from .names import ChannelName, TopicName
+
+def _same(field: str) -> str:
+    """CEL: the field has the value it had (set or unset alike)."""
+    return (f"has(self.{field}) == has(oldSelf.{field}) && "
+            f"(!has(self.{field}) || self.{field} == oldSelf.{field})")
+
+
+def immutable(*fields: str) -> ConfigDict:
+    """Transition rules (x-kubernetes-validations) by which the API server refuses a change
+    of the fields naming what an object declares: a renamed topic would leave the old one
+    behind on every nsqd, whatever the deletionPolicy. Delete and create instead."""
+    return ConfigDict(json_schema_extra={"x-kubernetes-validations": [
+        {"rule": _same(field), "message": f"{field} is immutable: delete this object and create another"}
+        for field in fields]})
+
 
 CLUSTER_NAME = Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
                      description="name of the NsqCluster in this namespace")
 
 
 class NsqTopicSpec(CrdModel):
+    model_config = immutable("cluster", "topicName")
+
     cluster: str = CLUSTER_NAME
     topic_name: TopicName | None = Field(None, description="the NSQ topic; metadata.name when unset")
     paused: bool = Field(False, description="stop delivering the topic's messages to its channels")
@@ -21,6 +38,8 @@ class NsqTopicSpec(CrdModel):
 
 
 class NsqChannelSpec(CrdModel):
+    model_config = immutable("cluster", "topic", "channelName")
+
     cluster: str = CLUSTER_NAME
     topic: TopicName = Field(description="the NSQ topic the channel belongs to (created when missing)")
     channel_name: ChannelName | None = Field(None, description="the NSQ channel; metadata.name when unset")

@@ -15,6 +15,7 @@ from ..models.cluster import ClusterRef
 from ..runtime import Runtime
 from ..topology.converge import prepare_node
 from ..topology.nodes import Node
+from ..topology.ownership import winners
 from ..topology.wishes import ChannelWish, TopicWish
 
 # what failing to reach an nsqd or nsqlookupd looks like
@@ -25,5 +26,6 @@ async def open_gate(rt: Runtime, pod: Any, topics: Iterable[TopicWish], channels
     meta = pod["metadata"]
     cluster = ClusterRef(meta["labels"]["app.kubernetes.io/instance"], meta["namespace"])
     node = Node(meta["name"], NsqdAdmin(rt.endpoints.nsqd_http(cluster, meta["name"]), session=rt.http))
-    await prepare_node(node, sorted(topics, key=lambda t: t.topic), sorted(channels, key=lambda c: (c.topic, c.channel)))
+    await prepare_node(node, sorted(winners(topics), key=lambda t: t.topic),
+                       sorted(winners(channels), key=lambda c: (c.topic, c.channel)))
     await mark_topology_ready(rt.kube, dict(pod))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterable
 
 from ..constants import EMPTY_REQUEST_ANNOTATION
 from ..models import NodeCounts, TopologyStatus
@@ -14,6 +14,7 @@ from ..status import conditions
 from ..topology.converge import converge_channel, converge_topic
 from ..topology.nodes import Fleet, Node, lookupd_admins, nsqd_fleet
 from ..topology.removal import remove_channel, remove_topic
+from ..topology.ownership import nsq_name, winner
 from ..topology.wishes import ChannelWish, TopicWish, channel_spec, channel_wish, topic_spec, topic_wish
 from .freshness import ensure_current
 from .gate import REACH_ERRORS
@@ -63,10 +64,26 @@ async def _empty(fleet: Fleet, wish: Wish) -> None:
             await node.admin.empty_channel(wish.topic, wish.channel)
 
 
-async def reconcile_topology(rt: Runtime, body: Any) -> TopologyPass:
+def _conflict(wish: Wish, body: Any, declared: Iterable[Wish]) -> TopologyPass | None:
+    """Another, older object declares the same NSQ name: this one is not applied."""
+    first = winner(wish, [d for d in declared if d.owner != wish.owner])
+    if first.owner == wish.owner:
+        return None
+    what = f"topic {wish.topic}" if isinstance(wish, TopicWish) else f"channel {wish.topic}/{wish.channel}"
+    status = TopologyStatus(name=wish.topic if isinstance(wish, TopicWish) else wish.channel,
+                            observed_generation=body["metadata"].get("generation"))
+    return TopologyPass(status.wire(), conditions.degraded(
+        "Conflict", f"{body['kind']} {first.owner} declares {what} of NsqCluster {wish.cluster} already (it is older); "
+                    f"this one is not applied"))
+
+
+async def reconcile_topology(rt: Runtime, body: Any, declared: Iterable[Wish] = ()) -> TopologyPass:
+    """``declared``: the live NsqTopic (or NsqChannel) declarations of the same cluster."""
     wish: Wish = topic_wish(body) if body["kind"] == "NsqTopic" else channel_wish(body)
     converge = converge_topic if isinstance(wish, TopicWish) else converge_channel
     await ensure_current(rt.kube, body)
+    if (conflict := _conflict(wish, body, declared)) is not None:
+        return conflict
     fleet = await _fleet(rt, wish)
     previous = dict(body.get("status") or {})
     emptied = previous.get("emptiedRequest")
@@ -96,13 +113,16 @@ async def reconcile_topology(rt: Runtime, body: Any) -> TopologyPass:
     return TopologyPass(status.wire(), verdict)
 
 
-async def delete_topology(rt: Runtime, body: Any) -> None:
-    """Per the deletion policy; raises Refused (messages would be lost) or NotYet."""
+async def delete_topology(rt: Runtime, body: Any, declared: Iterable[Wish] = ()) -> None:
+    """Per the deletion policy; raises Refused (messages would be lost) or NotYet. A name
+    another live object still declares stays on the nsqds."""
     is_topic = body["kind"] == "NsqTopic"
     spec = topic_spec(body) if is_topic else channel_spec(body)
     if spec.deletion_policy == "Retain":
         return
     wish: Wish = topic_wish(body) if is_topic else channel_wish(body)
+    if any(d.owner != wish.owner and nsq_name(d) == nsq_name(wish) for d in declared):
+        return
     found = await rt.kube.get("NsqCluster", wish.namespace, wish.cluster)
     if found is None:
         return  # the cluster and its nsqds are gone already

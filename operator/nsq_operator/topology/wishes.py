@@ -18,6 +18,8 @@ class TopicWish:
     namespace: str
     topic: str
     paused: bool
+    owner: str = ""  # the object's name: one NSQ name may be declared by one object only
+    created: str = ""  # its creationTimestamp: the oldest declaration of a name wins
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,8 @@ class ChannelWish:
     topic: str
     channel: str
     paused: bool
+    owner: str = ""
+    created: str = ""
 
 
 def topic_spec(body: Any) -> NsqTopicSpec:
@@ -48,7 +52,8 @@ def topic_wish(body: Any) -> TopicWish:
     name = spec.topic_name or body["metadata"]["name"]
     if not is_valid_topic_name(name):
         raise BadSpec(f"metadata.name: {name!r} is not a valid NSQ topic name; set spec.topicName")
-    return TopicWish(spec.cluster, body["metadata"]["namespace"], name, spec.paused)
+    meta = body["metadata"]
+    return TopicWish(spec.cluster, meta["namespace"], name, spec.paused, meta["name"], str(meta.get("creationTimestamp") or ""))
 
 
 def channel_wish(body: Any) -> ChannelWish:
@@ -56,4 +61,6 @@ def channel_wish(body: Any) -> ChannelWish:
     name = spec.channel_name or body["metadata"]["name"]
     if not is_valid_channel_name(name):
         raise BadSpec(f"metadata.name: {name!r} is not a valid NSQ channel name; set spec.channelName")
-    return ChannelWish(spec.cluster, body["metadata"]["namespace"], spec.topic, name, spec.paused)
+    meta = body["metadata"]
+    return ChannelWish(spec.cluster, meta["namespace"], spec.topic, name, spec.paused, meta["name"],
+                       str(meta.get("creationTimestamp") or ""))
