@@ -55,3 +55,5 @@ TERMINATION_GRACE_MARGIN_SECONDS: Final = 15
 NSQD_CLAIM_TEMPLATE: Final = "data"  # a pod's claim is named <template>-<pod>
 
 MANAGED_BY: Final = "nsq-operator"
+INSTANCE_LABEL: Final = "app.kubernetes.io/instance"  # names the NsqCluster on everything built for it
+MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"

@@ -3,12 +3,12 @@ session for nsqd/nsqlookupd, and the intervals of the periodic checks."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 import aiohttp
 import kopf
 
-from .constants import DEFAULT_IMAGE
+from .constants import DEFAULT_IMAGE, INSTANCE_LABEL
 from .endpoints import Endpoints, PodDnsEndpoints
 from .kube.client import KubeApi
 
@@ -34,6 +34,10 @@ class Runtime:
     intervals: Intervals = field(default_factory=Intervals)
     default_image: str = DEFAULT_IMAGE  # what a cluster runs when its spec names no image
     connection: kopf.ConnectionInfo | None = None
+    # kopf's indexes of the operator's pods and StatefulSets, fed by its watches (server-side
+    # label selectors): reading from them costs no request; None outside kopf (then the API)
+    pod_index: Any = None
+    statefulset_index: Any = None
     _kube: KubeApi | None = None
     _http: aiohttp.ClientSession | None = None
 
@@ -51,6 +55,19 @@ class Runtime:
             self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.intervals.http_timeout))
         return self._http
 
+    async def pods(self, namespace: str, selector: Mapping[str, str]) -> list[dict[str, Any]]:
+        """The pods carrying every label of ``selector`` (which names an instance)."""
+        if self.pod_index is None:
+            return await self.kube.list("Pod", namespace, dict(selector))
+        held = self.pod_index.get((namespace, selector.get(INSTANCE_LABEL)), [])
+        return [pod for pod in held if all((pod["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())]
+
+    async def statefulset(self, namespace: str, name: str) -> dict[str, Any] | None:
+        if self.statefulset_index is None:
+            return await self.kube.get("StatefulSet", namespace, name)
+        found = list(self.statefulset_index.get((namespace, name), []))
+        return found[0] if found else None
+
     async def close(self) -> None:
         if self._kube is not None:
             await self._kube.close()
@@ -60,8 +77,17 @@ class Runtime:
             self._http = None
 
 
-def runtime_of(memo: Any) -> Runtime:
+def runtime_of(memo: Any, handler_kwargs: Mapping[str, Any] | None = None) -> Runtime:
+    """The Runtime; ``handler_kwargs`` (a handler's) hands it kopf's indexes once there."""
     rt = getattr(memo, "runtime", None)
     if not isinstance(rt, Runtime):
         raise RuntimeError("the operator was started without a Runtime in its memo")
+    if rt.pod_index is None and handler_kwargs and handler_kwargs.get(POD_INDEX) is not None:
+        rt.pod_index = handler_kwargs[POD_INDEX]
+    if rt.statefulset_index is None and handler_kwargs and handler_kwargs.get(STATEFULSET_INDEX) is not None:
+        rt.statefulset_index = handler_kwargs[STATEFULSET_INDEX]
     return rt
+
+
+POD_INDEX = "managed_pods"  # the kopf indexes' ids, and the handlers' keywords for them
+STATEFULSET_INDEX = "managed_statefulsets"

@@ -37,7 +37,11 @@ BUILT = (("", "serviceaccounts"), ("", "configmaps"), ("", "services"), ("apps",
 CALLS: list[Call] = [
     *(Call(verb, NSQ, plural, "watch", "kopf: handlers, timers and indexes of handlers.build_registry")
       for plural in CUSTOM for verb in ("list", "watch")),
-    *(Call(verb, "", "pods", "watch", "kopf: the topology-gate on.event handler of handlers.build_registry")
+    *(Call(verb, "", "pods", "watch", "kopf: the topology-gate on.event handler and the managed_pods index of "
+                                      "handlers.build_registry (server-side label selector)")
+      for verb in ("list", "watch")),
+    *(Call(verb, "apps", "statefulsets", "watch", "kopf: the managed_statefulsets index of handlers.build_registry "
+                                                  "(server-side label selector)")
       for verb in ("list", "watch")),
     *(Call("patch", NSQ, plural, "object", "kopf: finalizer, progress and last-handled annotations")
       for plural in CUSTOM),
@@ -49,8 +53,8 @@ CALLS: list[Call] = [
          "builders.ownership: ownerReferences with blockOwnerDeletion (OwnerReferencesPermissionEnforcement)"),
     *(Call(verb, group, plural, "object", "kube.apply.apply of every manifest of builders.build_cluster")
       for group, plural in BUILT for verb in ("get", "create", "patch")),
-    # (rollout.observe reads the StatefulSets, rollout.roller lowers the nsqd replicas: get and patch above)
-    Call("list", "", "pods", "object", "kube.pods.component_pods; rollout.observe.observe"),
+    # (rollout.observe reads the StatefulSets from the index, rollout.roller lowers the nsqd replicas:
+    # patch above; the pods are read from the managed_pods index)
     Call("delete", "", "pods", "object", "rollout.roller: a pod whose container cannot run is deleted for its replacement"),
     Call("create", "", "pods/eviction", "object",
          "rollout.roller: a drained, restarted or called-off pod is evicted for its replacement"),

@@ -103,7 +103,7 @@ async def test_every_request_the_operator_makes_is_allowed_by_the_chart(helm: He
                 return await operator.get(kind, name) is None
             await operator.until(gone, 40, f"{kind} {name} deleted past its finalizer")
         # the roller: a scale-down (handoff, lower the StatefulSet's replicas, delete the
-        # leaving pod's claim), then a rolling upgrade of the nsqd left (drain, delete the
+        # leaving pod's claim), then a rolling upgrade of the nsqd left (drain, evict the
         # pod, Events); one pod to roll keeps the test short
         assert await operator.core(f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims/data-rbac-nsqd-1")
         await operator.patch("NsqCluster", "rbac", {"spec": {"nsqd": {"replicas": 1}}})
@@ -128,7 +128,7 @@ async def test_every_request_the_operator_makes_is_allowed_by_the_chart(helm: He
     for expected in [("watch", "nsq.dev", "nsqclusters"), ("patch", "nsq.dev", "nsqtopics/status"),
                      ("create", "apps", "statefulsets"), ("list", "", "pods"), ("patch", "", "pods/status"),
                      ("get", "nsq.dev", "nsqchannels"), ("patch", "nsq.dev", "nsqchannels"),
-                     ("delete", "", "pods"), ("delete", "", "persistentvolumeclaims"),
+                     ("create", "", "pods/eviction"), ("delete", "", "persistentvolumeclaims"),
                      ("patch", "apps", "statefulsets"), ("create", "", "events")]:
         assert expected in exercised
     assert exercised <= listed, f"calls missing from operator_calls.CALLS: {sorted(exercised - listed)}"

@@ -49,7 +49,7 @@ def test_the_model_of_rbac_denies_what_no_rule_names(helm: Helm) -> None:
     granted = operator_grants(helm.template())
     for request in [Request("deletecollection", "", "pods", "x"), Request("get", "", "secrets", "x"),
                     Request("update", "nsq.dev", "nsqclusters", "x"), Request("create", "", "pods", None),
-                    Request("get", "", "pods", "x"), Request("list", "apps", "statefulsets", None),
+                    Request("get", "", "pods", "x"), Request("list", "apps", "deployments", None),
                     Request("create", "rbac.authorization.k8s.io", "roles", "x")]:
         assert not allowed(granted, request), request
     assert allowed(granted, Request("patch", "", "pods/status", "x"))

@@ -19,7 +19,7 @@ import kmock
 from kmock._internal import enums
 
 from nsq_operator.constants import GROUP, VERSION
-from tests.operator import eviction
+from tests.operator import eviction, selectors
 from tests.operator.pod_admission import admit_pod
 
 CUSTOM = {"nsqclusters": ("NsqCluster", {"status", "scale"}), "nsqtopics": ("NsqTopic", {"status"}),
@@ -63,6 +63,13 @@ def strategic_merge(target: Any, patch: Any) -> Any:
     return result
 
 
+REQUESTS_PATH = "/_harness/requests"
+
+
+def _labels(obj: Any) -> dict[str, str]:
+    return dict(((obj or {}).get("metadata") or {}).get("labels") or {})
+
+
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -73,6 +80,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
     # namespaces labelled pod-security.kubernetes.io/enforce=restricted
     restricted_namespaces: frozenset[str] = attrs.field(factory=frozenset)
     evicted: list[str] = attrs.field(factory=list, init=False)  # pods evicted, in order
+    served: dict[str, int] = attrs.field(factory=dict, init=False)  # "<client> <verb> <resource>": requests
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -90,6 +98,9 @@ class KubeEmulator(kmock.KubernetesEmulator):
 
     async def _handle(self, request: Any) -> Any:
         del self._requests[:-50]  # KMock records every request; the tests assert on objects only
+        if request.url.path == REQUESTS_PATH:  # the harness's own: how many API calls were made
+            return aiohttp.web.json_response(self.served)
+        self._count(request)
         if request.resource is not None and request.resource.plural == "pods" and request.subresource == "eviction":
             return await self._evict(request)
         collect = None
@@ -105,6 +116,21 @@ class KubeEmulator(kmock.KubernetesEmulator):
                     raw = self._objects[collect].raw
                     self._objects[collect].delete()
                     await self._buses[collect[0]].put({"type": "DELETED", "object": raw})
+
+    def _count(self, request: Any) -> None:
+        """Requests by client (User-Agent) and by verb and resource, watches counted once."""
+        agent = next((v for k, v in request.headers.items() if k.lower() == "user-agent"), "").split("/", 1)[0]
+        verb = "watch" if request.params.get("watch") in ("true", "1") else str(request.method).lower()
+        what = request.resource.plural if request.resource is not None else request.url.path
+        key = f"{agent or '-'} {verb} {what}" + (f"/{request.subresource}" if request.subresource else "")
+        self.served[key] = self.served.get(key, 0) + 1
+
+    async def _serve_list(self, request: Any) -> Any:
+        answer = await super()._serve_list(request)
+        selector = request.params.get("labelSelector")
+        if selector:
+            answer["items"] = [o for o in answer["items"] if selectors.matches(selector, _labels(o))]
+        return answer
 
     async def _evict(self, request: Any) -> Any:
         """POST pods/<name>/eviction: refused (429) when the pod's disruption budget does not
@@ -209,15 +235,24 @@ class KubeEmulator(kmock.KubernetesEmulator):
         try:
             async with self._lock:
                 events = [{"type": "ADDED", "object": obj.raw} for (res, ns, name), obj in self._objects.items()
-                          if res == request.resource and not obj.deleted and self._wanted(request, ns, name)]
+                          if res == request.resource and not obj.deleted and self._wanted(request, ns, name)
+                          and self._selected(request, obj.raw)]
             for event in events:
                 yield event
             async for event in bus.stream(since=mark):
                 meta = event.get("object", {}).get("metadata", {})
-                if self._wanted(request, meta.get("namespace"), meta.get("name")):
+                if self._wanted(request, meta.get("namespace"), meta.get("name")) \
+                        and self._selected(request, event.get("object", {})):
                     yield event
         finally:
             await bus.unmark(mark)
+
+    @staticmethod
+    def _selected(request: Any, obj: dict[str, Any]) -> bool:
+        """Its labelSelector, as the API server applies it (an object that stops matching is
+        simply no longer sent, where a real watch would send it as DELETED)."""
+        selector = request.params.get("labelSelector")
+        return not selector or selectors.matches(selector, _labels(obj))
 
     @staticmethod
     def _wanted(request: Any, namespace: str | None, name: str | None) -> bool:

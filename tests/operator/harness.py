@@ -18,7 +18,7 @@ import kopf
 
 from nsq_operator.handlers import build_registry
 from nsq_operator.runtime import Intervals, Runtime
-from tests.operator.emulator import KubeEmulator
+from tests.operator.emulator import REQUESTS_PATH, KubeEmulator
 from tests.operator.addresses import AddressBook, KubeletEndpoints
 from tests.operator.kubelet import FakeKubelet
 from tests.servers import http
@@ -29,10 +29,10 @@ FAST = Intervals(cluster_status=1.0, topology=1.0, retry=0.5, http_timeout=3.0, 
 PLURALS = {"NsqCluster": "nsqclusters", "NsqTopic": "nsqtopics", "NsqChannel": "nsqchannels"}
 
 
-def _backstage_main(root: str, namespace: str, pipe: Connection) -> None:
+def _backstage_main(root: str, namespace: str, pipe: Connection, restricted: bool = True) -> None:
     """The cluster side, in a process of its own (its own GIL): emulator + kubelet."""
     async def main() -> None:
-        async with KubeEmulator(restricted_namespaces=frozenset({namespace})) as emulator, kmock.Server(emulator) as server:
+        async with KubeEmulator(restricted_namespaces=frozenset({namespace} if restricted else set())) as emulator, kmock.Server(emulator) as server:
             kubelet = FakeKubelet(str(server.url), namespace, Path(root))
             await kubelet.start()
             pipe.send(str(server.url).rstrip("/"))
@@ -48,13 +48,14 @@ def _backstage_main(root: str, namespace: str, pipe: Connection) -> None:
 class Backstage:
     """Runs the cluster side in a child process and tells where its API server listens."""
 
-    def __init__(self, root: Path, namespace: str) -> None:
+    def __init__(self, root: Path, namespace: str, restricted: bool = True) -> None:
+        """``restricted``: the namespace enforces Pod Security "restricted" (as the tests want)."""
         self.root, self.namespace = root, namespace
         self.url = ""
         self.kubelet_errors: list[str] = []
         self._pipe, child = multiprocessing.Pipe()
         self._process = multiprocessing.get_context("spawn").Process(
-            target=_backstage_main, args=(str(root), namespace, child), daemon=True)
+            target=_backstage_main, args=(str(root), namespace, child, restricted), daemon=True)
 
     def start(self) -> "Backstage":
         self._process.start()
@@ -76,7 +77,7 @@ class Backstage:
 
 
 class OperatorUnderTest:
-    def __init__(self, backstage: Backstage, namespace: str) -> None:
+    def __init__(self, backstage: Backstage, namespace: str, intervals: Intervals = FAST) -> None:
         self.backstage = backstage
         self.namespace = namespace
         self.pods = AddressBook(backstage.root)
@@ -85,7 +86,7 @@ class OperatorUnderTest:
         self._stop = asyncio.Event()
         self._ignored: set[asyncio.Task[Any]] = set()
         self._runner: asyncio.Task[None] | None = None
-        self.runtime = Runtime(endpoints=KubeletEndpoints(self.pods), intervals=FAST,
+        self.runtime = Runtime(endpoints=KubeletEndpoints(self.pods), intervals=intervals,
                                connection=kopf.ConnectionInfo(server=self.api, insecure=True))
 
     async def start(self) -> None:
@@ -94,7 +95,8 @@ class OperatorUnderTest:
         settings = kopf.OperatorSettings()
         settings.watching.server_timeout = 30
         settings.networking.error_backoffs = [0.1, 0.2, 0.5]
-        tasks = await kopf.spawn_tasks(registry=build_registry(FAST), memo=kopf.Memo(runtime=self.runtime),
+        tasks = await kopf.spawn_tasks(registry=build_registry(self.runtime.intervals),
+                                       memo=kopf.Memo(runtime=self.runtime),
                                        settings=settings, standalone=True, clusterwide=True,  # KMock cannot serve /api/v1/namespaces
                                        stop_flag=self._stop, ready_flag=ready)
         self._runner = asyncio.create_task(kopf.run_tasks(tasks, ignored=self._ignored))
@@ -142,6 +144,11 @@ class OperatorUnderTest:
 
     async def delete(self, kind: str, name: str) -> Any:
         return await self._call("DELETE", self._path(kind, name))
+
+    async def api_requests(self) -> dict[str, int]:
+        """What the emulated API server served so far, by "<client> <verb> <resource>"."""
+        found: dict[str, int] = await self._call("GET", f"{self.api}{REQUESTS_PATH}")
+        return found
 
     async def core(self, path: str) -> Any:
         return await self._call("GET", f"{self.api}{path}")

@@ -4,13 +4,13 @@ from __future__ import annotations
 import kopf
 
 from ..builders import labels
-from ..constants import GROUP, MANAGED_BY, VERSION
-from ..runtime import Intervals
+from ..constants import GROUP, MANAGED_BY, MANAGED_BY_LABEL, VERSION
+from ..runtime import POD_INDEX, STATEFULSET_INDEX, Intervals
 from . import unguarded
 from .cluster import cluster_changed, cluster_tick
 from .login import cleanup, configure, login
 from .rollout import cluster_rollout
-from .pods import declared_channels, declared_topics, needs_gate, pod_gate
+from .pods import declared_channels, declared_topics, managed_pods, managed_statefulsets, needs_gate, pod_gate
 from .topology import topology_changed, topology_deleted, topology_tick
 
 NSQD_PODS = {"app.kubernetes.io/component": labels.NSQD, "app.kubernetes.io/managed-by": MANAGED_BY}
@@ -43,6 +43,11 @@ def build_registry(intervals: Intervals) -> kopf.OperatorRegistry:
         unguarded.timer(registry, *resource, id="drift", interval=intervals.topology,
                         initial_delay=intervals.topology, backoff=intervals.retry)(topology_tick)
 
+    # the operator's pods, kept from kopf's pod watch (server-side selector, handlers.login.configure):
+    # each pass reads them here instead of listing them
+    kopf.index("v1", "pods", registry=registry, id=POD_INDEX, labels={MANAGED_BY_LABEL: MANAGED_BY})(managed_pods)
+    kopf.index("apps", "v1", "statefulsets", registry=registry, id=STATEFULSET_INDEX,
+               labels={MANAGED_BY_LABEL: MANAGED_BY})(managed_statefulsets)
     kopf.index(GROUP, VERSION, "nsqtopics", registry=registry, id="declared_topics")(declared_topics)
     kopf.index(GROUP, VERSION, "nsqchannels", registry=registry, id="declared_channels")(declared_channels)
     kopf.on.event("v1", "pods", registry=registry, id="topology-gate", labels=NSQD_PODS, when=needs_gate)(pod_gate)

@@ -21,7 +21,7 @@ async def cluster_changed(body: Any, patch: kopf.Patch, memo: Any, declared_topi
                           declared_channels: kopf.Index[Any, Any], **_: Any) -> None:
     """create / update / resume: apply and report; the periodic pass reports what follows
     (waiting for pods is not a failure to retry)."""
-    rt = runtime_of(memo)
+    rt = runtime_of(memo, _)
     body = snapshot(body)
     if is_paused(body):
         paused(patch, body)
@@ -45,7 +45,7 @@ async def cluster_tick(body: Any, patch: kopf.Patch, memo: Any, declared_topics:
         paused(patch, body)
         return
     try:
-        result = await reconcile_cluster(runtime_of(memo), body, _declared(body, declared_topics),
+        result = await reconcile_cluster(runtime_of(memo, _), body, _declared(body, declared_topics),
                                          _declared(body, declared_channels))
     except BadSpec as e:
         degraded(patch, body, e)

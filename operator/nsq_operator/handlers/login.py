@@ -7,7 +7,7 @@ from typing import Any
 
 import kopf
 
-from ..constants import FINALIZER, GROUP
+from ..constants import FINALIZER, GROUP, MANAGED_BY, MANAGED_BY_LABEL
 from ..runtime import runtime_of
 
 
@@ -26,6 +26,10 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # roll steps; kopf's log lines are not, or every retry of a waiting handler is one
     settings.posting.level = logging.WARNING
     settings.posting.loggers = False
+    # pods are watched (gate, index) with a server-side selector: the cluster's other pods
+    # never reach the operator
+    for resource in (("v1", "pods"), ("apps", "v1", "statefulsets")):
+        settings.watching.label_selectors[resource] = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
     # a deleted object waits for its periodic pass to finish; look again soon, not in a minute
     settings.background.cancellation_polling = 1.0
 

@@ -6,10 +6,12 @@ and a pod must stay deletable while the operator is down. A gate that fails to o
 is opened by the cluster's periodic pass."""
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import kopf
 
+from ..constants import INSTANCE_LABEL
 from ..kube.pods import is_serving, topology_ready
 from ..reconcile.gate import REACH_ERRORS, open_gate
 from ..runtime import runtime_of
@@ -37,6 +39,17 @@ def declared_channels(body: kopf.Body, **_: Any) -> dict[Any, Any]:
     return {(wish.namespace, wish.cluster): wish} if _live(body) else {}
 
 
+def managed_pods(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    """The pod as the watch last showed it, by (namespace, NsqCluster)."""
+    meta = body["metadata"]
+    return {(meta["namespace"], (meta.get("labels") or {}).get(INSTANCE_LABEL)): copy.deepcopy(dict(body))}
+
+
+def managed_statefulsets(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    meta = body["metadata"]
+    return {(meta["namespace"], meta["name"]): copy.deepcopy(dict(body))}
+
+
 def needs_gate(body: kopf.Body, **_: Any) -> bool:
     return is_serving(body) and not topology_ready(body)
 
@@ -45,6 +58,6 @@ async def pod_gate(body: kopf.Body, memo: Any, logger: Any, declared_topics: kop
                    declared_channels: kopf.Index[Any, Any], **_: Any) -> None:
     key = (body["metadata"]["namespace"], body["metadata"]["labels"]["app.kubernetes.io/instance"])
     try:
-        await open_gate(runtime_of(memo), body, declared_topics.get(key, []), declared_channels.get(key, []))
+        await open_gate(runtime_of(memo, _), body, declared_topics.get(key, []), declared_channels.get(key, []))
     except REACH_ERRORS as e:
         logger.info(f"topology gate of {body['metadata']['name']} stays closed for now: {e}")

@@ -8,13 +8,20 @@ import kopf
 
 from ..models.cluster import is_paused
 from ..reconcile.cluster import parse
-from ..rollout.roller import Blocked, roll
+from ..rollout.roller import Blocked, roll, settled
 from ..runtime import runtime_of
 from ..status.errors import BadSpec
 
 
 async def cluster_rollout(body: Any, memo: Any, **_: Any) -> None:
-    rt = runtime_of(memo)
+    rt = runtime_of(memo, _)
+    if is_paused(body) or body["metadata"].get("deletionTimestamp"):
+        return
+    try:
+        if await settled(rt, parse(body, rt.default_image), dict(body)):
+            return
+    except BadSpec:
+        return  # the reconcile handler reports it
     # read afresh: kopf's copy may not show the rollout status this timer wrote a tick ago
     meta = body["metadata"]
     body = await rt.kube.get("NsqCluster", meta["namespace"], meta["name"])
@@ -23,7 +30,7 @@ async def cluster_rollout(body: Any, memo: Any, **_: Any) -> None:
     try:
         cluster = parse(body, rt.default_image)
     except BadSpec:
-        return  # the reconcile handler reports it
+        return
     try:
         await roll(rt, cluster, body)
     except Blocked as e:

@@ -23,7 +23,7 @@ def _declared(body: Any, declared_topics: kopf.Index[Any, Any], declared_channel
 
 async def topology_changed(body: Any, patch: kopf.Patch, memo: Any, declared_topics: kopf.Index[Any, Any],
                            declared_channels: kopf.Index[Any, Any], **_: Any) -> None:
-    rt = runtime_of(memo)
+    rt = runtime_of(memo, _)
     body = snapshot(body)
     try:
         result = await reconcile_topology(rt, body, _declared(body, declared_topics, declared_channels))
@@ -44,7 +44,7 @@ async def topology_tick(body: Any, patch: kopf.Patch, memo: Any, declared_topics
     on empty requests."""
     body = snapshot(body)
     try:
-        result = await reconcile_topology(runtime_of(memo), body, _declared(body, declared_topics, declared_channels))
+        result = await reconcile_topology(runtime_of(memo, _), body, _declared(body, declared_topics, declared_channels))
     except BadSpec as e:
         report(patch, body, {}, conditions.degraded("InvalidSpec", str(e)))
         return
@@ -58,7 +58,7 @@ async def topology_tick(body: Any, patch: kopf.Patch, memo: Any, declared_topics
 
 async def topology_deleted(body: Any, patch: kopf.Patch, memo: Any, declared_topics: kopf.Index[Any, Any],
                            declared_channels: kopf.Index[Any, Any], **_: Any) -> None:
-    rt = runtime_of(memo)
+    rt = runtime_of(memo, _)
     body = snapshot(body)
     try:
         await delete_topology(rt, body, _declared(body, declared_topics, declared_channels))

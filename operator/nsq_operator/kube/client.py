@@ -6,11 +6,13 @@ import base64
 import json
 import ssl
 import tempfile
+from importlib import metadata
 from typing import Any
 
 import aiohttp
 import kopf
 
+from ..constants import MANAGED_BY
 from .resources import KINDS
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -82,7 +84,8 @@ def _spill(data: str | bytes | None) -> str | None:
 class KubeApi:
     def __init__(self, info: kopf.ConnectionInfo, timeout: float = 30.0) -> None:
         self.server = info.server.rstrip("/")
-        self._headers = info.as_http_headers()
+        # named in the API server's audit log and as the field manager of its writes
+        self._headers = {**info.as_http_headers(), "User-Agent": f"{MANAGED_BY}/{metadata.version('nsq-operator')}"}
         self._ssl = _ssl_context(info)
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None

@@ -1,7 +1,7 @@
 """Reading the pods of a cluster and setting the operator's readiness-gate condition."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Protocol
 
 from ..builders import labels
 from ..constants import TOPOLOGY_READY_CONDITION
@@ -54,8 +54,12 @@ def ordinal(pod: Mapping[str, Any]) -> int:
     return int(pod["metadata"]["name"].rsplit("-", 1)[-1])
 
 
-async def component_pods(api: KubeApi, cluster: ClusterRef, component: str) -> list[dict[str, Any]]:
-    pods = await api.list("Pod", cluster.namespace, labels.selector(cluster, component))
+class PodSource(Protocol):
+    async def pods(self, namespace: str, selector: Mapping[str, str]) -> list[dict[str, Any]]: ...
+
+
+async def component_pods(source: PodSource, cluster: ClusterRef, component: str) -> list[dict[str, Any]]:
+    pods = await source.pods(cluster.namespace, labels.selector(cluster, component))
     return sorted(pods, key=ordinal)
 
 

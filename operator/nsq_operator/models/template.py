@@ -11,7 +11,8 @@ from ..strategic_merge import OverrideError, merge_pod_template
 from .common import CrdModel, passthrough
 
 # the labels a StatefulSet selects its pods by: changing them would orphan the pods
-SELECTOR_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component")
+SELECTOR_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component",
+                   "app.kubernetes.io/managed-by")  # and the operator watches its pods by this one
 
 
 class PodMetadataOverride(CrdModel):
@@ -23,7 +24,8 @@ class PodMetadataOverride(CrdModel):
     def _selector_kept(cls, labels: dict[str, str]) -> dict[str, str]:
         taken = sorted(set(labels) & set(SELECTOR_LABELS))
         if taken:
-            raise ValueError(f"{', '.join(taken)} are the operator's: its StatefulSets select their pods by them")
+            raise ValueError(f"{', '.join(taken)} are the operator's: its StatefulSets select their pods by them, "
+                             f"and it watches them by them")
         return labels
 
 

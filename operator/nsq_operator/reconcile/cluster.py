@@ -114,7 +114,7 @@ async def hold_replicas(rt: Runtime, manifest: dict[str, Any]) -> None:
     resourceVersion the replicas were read at, so a scale-down by the roller in between
     makes it fail (409) instead of being undone."""
     meta = manifest["metadata"]
-    existing = await rt.kube.get("StatefulSet", meta["namespace"], meta["name"])
+    existing = await rt.statefulset(meta["namespace"], meta["name"])
     if existing is not None:
         running = int(existing["spec"].get("replicas", 0))
         manifest["spec"]["replicas"] = max(running, manifest["spec"]["replicas"])
@@ -159,10 +159,10 @@ async def reconcile_cluster(rt: Runtime, body: Any, topics: Iterable[TopicWish] 
     cluster = parse(body, rt.default_image)
     await ensure_current(rt.kube, body)
     refused = await apply_all(rt, cluster)
-    nsqd_pods = await component_pods(rt.kube, cluster.ref, labels.NSQD)
+    nsqd_pods = await component_pods(rt, cluster.ref, labels.NSQD)
     if await open_gates(rt, nsqd_pods, list(topics), list(channels)):
-        nsqd_pods = await component_pods(rt.kube, cluster.ref, labels.NSQD)
-    lookupd_pods = await component_pods(rt.kube, cluster.ref, labels.LOOKUPD)
+        nsqd_pods = await component_pods(rt, cluster.ref, labels.NSQD)
+    lookupd_pods = await component_pods(rt, cluster.ref, labels.LOOKUPD)
     missed = await sync_lookupd_list(rt, cluster, nsqd_pods)
     ready_nsqds = [p["metadata"]["name"] for p in nsqd_pods if is_ready(p)]
     ready_lookupds = [p for p in lookupd_pods if is_ready(p)]

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Protocol
 
 from ..builders import labels, names
 from ..builders.revision import Revision
 from ..builders.statefulsets import build_lookupd_statefulset, build_nsqd_statefulset
-from ..kube.client import KubeApi
-from ..kube.pods import failing, is_ready, is_serving, ordinal
+from ..kube.pods import PodSource, failing, is_ready, is_serving, ordinal
 from ..models import NsqCluster
 
 def stuck_reason(pod: Mapping[str, Any]) -> str | None:
@@ -112,13 +111,17 @@ def _component(cluster: NsqCluster, component: str, statefulset: str, sts: Mappi
         pods=sorted((PodView.of(p, never_ready_after, at) for p in mine), key=lambda p: p.ordinal))
 
 
-async def observe(api: KubeApi, cluster: NsqCluster, never_ready_after: float) -> Observed:
+class ObjectSource(PodSource, Protocol):
+    async def statefulset(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+
+async def observe(source: ObjectSource, cluster: NsqCluster, never_ready_after: float) -> Observed:
     at = datetime.datetime.now(datetime.timezone.utc)
     nsqd_name, lookupd_name = names.nsqd_statefulset(cluster), names.lookupd_statefulset(cluster)
-    nsqd_sts = await api.get("StatefulSet", cluster.namespace, nsqd_name)
-    lookupd_sts = await api.get("StatefulSet", cluster.namespace, lookupd_name)
-    pods = await api.list("Pod", cluster.namespace, {"app.kubernetes.io/instance": cluster.name,
-                                                     "app.kubernetes.io/name": labels.NAME})
+    nsqd_sts = await source.statefulset(cluster.namespace, nsqd_name)
+    lookupd_sts = await source.statefulset(cluster.namespace, lookupd_name)
+    pods = await source.pods(cluster.namespace, {"app.kubernetes.io/instance": cluster.name,
+                                                 "app.kubernetes.io/name": labels.NAME})
     wanted_nsqd = Revision.of(build_nsqd_statefulset(cluster)["spec"]["template"])
     wanted_lookupd = Revision.of(build_lookupd_statefulset(cluster)["spec"]["template"])
     applied = (nsqd_sts is not None and lookupd_sts is not None

@@ -79,7 +79,7 @@ class Roller:
                                  {"status": {"rollout": state.model_dump(by_alias=True, mode="json")}}, "status")
 
     async def registered(self) -> bool:
-        pods = await self.rt.kube.list("Pod", self.cluster.namespace, labels.selector(self.cluster, labels.LOOKUPD))
+        pods = await self.rt.pods(self.cluster.namespace, labels.selector(self.cluster, labels.LOOKUPD))
         nsqds = [p.name for p in self.observed.nsqd.pods if p.ready]
         return await registered_everywhere(self.rt, self.cluster, pods, nsqds)
 
@@ -265,9 +265,18 @@ class Roller:
         return progress.enter(state, "Replacing", f"waiting for the replacement of {step.pod}", **fields)
 
 
+async def settled(rt: Runtime, cluster: NsqCluster, body: dict[str, Any]) -> bool:
+    """Nothing to roll and nothing new to record, judged from the watch caches and kopf's
+    copy of the object: an idle tick makes no request."""
+    observed = await observe(rt, cluster, rt.intervals.ready_timeout)
+    state = progress.current(body)
+    return (not has_work(observed) and state is not None and state.phase == "Complete" and not state.error
+            and state.target_revision == observed.target)
+
+
 async def roll(rt: Runtime, cluster: NsqCluster, body: dict[str, Any]) -> RolloutStatus:
     """One pass; raises Blocked (with the delay before the next try) when the roll stops."""
-    observed = await observe(rt.kube, cluster, rt.intervals.ready_timeout)
+    observed = await observe(rt, cluster, rt.intervals.ready_timeout)
     before = progress.current(body)
     state = before or RolloutStatus()
     retargeted = state.target_revision not in (None, observed.target)

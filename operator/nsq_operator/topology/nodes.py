@@ -10,8 +10,7 @@ from nsq_client.admin import LookupdAdmin, NsqdAdmin
 
 from ..builders import labels
 from ..endpoints import Endpoints
-from ..kube.client import KubeApi
-from ..kube.pods import component_pods, is_serving
+from ..kube.pods import PodSource, component_pods, is_serving
 from ..models.cluster import ClusterRef
 
 
@@ -28,7 +27,7 @@ class Fleet:
     unreachable: list[str]
 
 
-async def nsqd_fleet(api: KubeApi, endpoints: Endpoints, session: aiohttp.ClientSession,
+async def nsqd_fleet(api: PodSource, endpoints: Endpoints, session: aiohttp.ClientSession,
                      cluster: ClusterRef) -> Fleet:
     pods = await component_pods(api, cluster, labels.NSQD)
     nodes = [Node(p["metadata"]["name"], NsqdAdmin(endpoints.nsqd_http(cluster, p["metadata"]["name"]), session=session))
@@ -36,7 +35,7 @@ async def nsqd_fleet(api: KubeApi, endpoints: Endpoints, session: aiohttp.Client
     return Fleet(nodes, [p["metadata"]["name"] for p in pods if not is_serving(p)])
 
 
-async def lookupd_admins(api: KubeApi, endpoints: Endpoints, session: aiohttp.ClientSession,
+async def lookupd_admins(api: PodSource, endpoints: Endpoints, session: aiohttp.ClientSession,
                          cluster: ClusterRef) -> list[tuple[dict[str, Any], LookupdAdmin]]:
     pods = await component_pods(api, cluster, labels.LOOKUPD)
     return [(p, LookupdAdmin(endpoints.lookupd_http(cluster, p["metadata"]["name"]), session=session)) for p in pods]
