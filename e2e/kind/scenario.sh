@@ -21,6 +21,11 @@ for channel in orders-billing orders-archive clicks-billing clicks-archive; do
   k wait --for condition=Ready --timeout 120s "nsqchannel/${channel}" >/dev/null
 done
 
+# the API server itself refuses renaming what an NsqTopic declares (a CEL transition rule)
+if k patch nsqtopic orders --type merge --patch '{"spec": {"topicName": "renamed"}}' >/dev/null 2>&1; then
+  die "the API server accepted a new spec.topicName: the CRD's transition rule is not applied"
+fi
+
 log "rolling upgrade under load"
 start_load load-upgrade
 sleep "${LOAD_WARMUP}"  # load before the change, by design: not a synchronisation
