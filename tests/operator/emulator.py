@@ -120,7 +120,13 @@ class KubeEmulator(kmock.KubernetesEmulator):
     def _count(self, request: Any) -> None:
         """Requests by client (User-Agent) and by verb and resource, watches counted once."""
         agent = next((v for k, v in request.headers.items() if k.lower() == "user-agent"), "").split("/", 1)[0]
-        verb = "watch" if request.params.get("watch") in ("true", "1") else str(request.method).lower()
+        method = str(getattr(request.method, "value", request.method)).lower()
+        if request.params.get("watch") in ("true", "1"):
+            verb = "watch"
+        elif method == "get" and request.name is None:
+            verb = "list"
+        else:
+            verb = method
         what = request.resource.plural if request.resource is not None else request.url.path
         key = f"{agent or '-'} {verb} {what}" + (f"/{request.subresource}" if request.subresource else "")
         self.served[key] = self.served.get(key, 0) + 1
