@@ -16,11 +16,12 @@ $(BASE): pyproject.toml
 	touch $(BASE)
 
 # checkov scans the pods the project ships (tests/chart/test_pod_security.py); it lives in
-# an environment of its own, as its pinned dependencies would move the project's.
-CHECKOV := $(VENV)/checkov/bin/checkov
+# an environment of its own, as its pinned dependencies would move the project's, made once
+# with the machine's python3 whichever Python the tests run on.
+CHECKOV := .venv-checkov/bin/checkov
 $(CHECKOV):
-	$(PYTHON) -m venv $(VENV)/checkov
-	$(VENV)/checkov/bin/pip install -q 'checkov==3.3.30'
+	python3 -m venv .venv-checkov
+	.venv-checkov/bin/pip install -q 'checkov==3.3.30'
 
 # Spark runs on a JVM: Java 17 from Debian's packages where none is installed (needs root).
 # nsqadmin's page tests drive Debian's headless Chromium; without root they skip, saying why.
@@ -61,4 +62,4 @@ acceptance: $(STAMP)
 		--rootdir ../shared/acceptance ../shared/acceptance $(ACCEPTANCE_ARGS)
 
 clean:
-	rm -rf $(VENV) .venv-$(NEWEST_PYTHON_VERSION) build *.egg-info
+	rm -rf $(VENV) .venv-$(NEWEST_PYTHON_VERSION) .venv-checkov build *.egg-info

@@ -3,7 +3,7 @@ templates the operator builds (defaults, every knob set, a user's override) and 
 operator's own Deployment as `helm template` renders it. Checked twice: by the
 restricted profile's rules (tests/operator/pod_security.py) and by checkov, an
 independent scanner from PyPI installed by `make install` in a virtual environment of its
-own; each checkov rule the project does not follow is waived below with its reason."""
+own (.venv-checkov); each checkov rule the project does not follow is waived below with its reason."""
 from __future__ import annotations
 
 import json
@@ -48,9 +48,9 @@ def waived(check: str, kind: str) -> bool:
 
 
 def checkov_binary() -> str:
-    local = ROOT / ".venv" / "checkov" / "bin" / "checkov"
+    local = ROOT / ".venv-checkov" / "bin" / "checkov"
     found = str(local) if local.exists() else shutil.which("checkov")
-    assert found, "checkov is missing: `make install` puts it in .venv/checkov"
+    assert found, "checkov is missing: `make install` puts it in .venv-checkov"
     return found
 
 
