@@ -12,7 +12,7 @@ from tests.broker.wire import WireConn
 from tests.operator.harness import OperatorUnderTest
 from tests.operator.rolling import freeze, pod, publish, rolled, rollout, thaw
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]  # timing of the roller, once per CI run
 
 
 async def kubectl_evict(operator: OperatorUnderTest, name: str) -> tuple[int, str]:

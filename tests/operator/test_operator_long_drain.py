@@ -13,7 +13,7 @@ from tests.broker.wire import WireConn
 from tests.operator.harness import FAST, OperatorUnderTest
 from tests.operator.rolling import depth, events, nsqd_log, pod, publish, rolled, rollout, signal_pod
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]  # timing of the roller, once per CI run
 SIGKILL = 9
 # longer than the roller's ready timeout plus its drain margin: the old roller gave up on it
 DRAIN_SECONDS = int(FAST.ready_timeout + FAST.drain_margin + 6)
