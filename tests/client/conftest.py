@@ -1,34 +1,24 @@
 """Fixtures for the client's tests: nsqd processes of either flavour, unique topics.
 
 Every test that takes ``start_nsqd`` or ``shared_nsqd`` runs twice: against our nsqd and
-against the Go nsqd named by ``NSQD_REF`` (that run is marked ``nsqd_ref`` and skipped,
-with the reason, when NSQD_REF is unset).
+against Go's nsqd v1.3.0 (``tests/reference.py``: ``NSQD_REF``, by default the copy in
+``../shared/nsq-v1.3.0/bin``; that run is marked ``nsqd_ref`` and skipped, with the
+reason, where no Go nsqd is present).
 """
 from __future__ import annotations
 
 import itertools
-import os
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
 from tests.conftest import Servers
+from tests.reference import FLAVOURS, GoNsqd, flavour_or_skip
 from tests.servers import Nsqd
 
-NSQD_REF = os.environ.get("NSQD_REF", "")
-FLAVOURS = ["ours", pytest.param("go", marks=pytest.mark.nsqd_ref)]
 _numbers = itertools.count()
-
-
-class GoNsqd(Nsqd):
-    """The reference nsqd binary, started with the same flags as ours."""
-
-    def argv(self) -> list[str]:
-        return [NSQD_REF, *super().argv()[1:]]
-
 
 StartNsqd = Callable[..., Nsqd]
 
@@ -43,18 +33,10 @@ def nsqd_starter(servers: Servers, flavour: str) -> StartNsqd:
     return start
 
 
-def _flavour(param: str) -> str:
-    if param == "go" and not NSQD_REF:
-        pytest.skip("NSQD_REF is unset: point it at a Go nsqd v1.3.0 binary to run the client tests against it")
-    if param == "go" and not Path(NSQD_REF).is_file():
-        pytest.skip(f"NSQD_REF={NSQD_REF} is not a file")
-    return param
-
-
 @pytest.fixture(params=FLAVOURS)
 def flavour(request: pytest.FixtureRequest) -> str:
     """Which nsqd the test runs against: "ours" or "go" (NSQD_REF)."""
-    return _flavour(request.param)
+    return flavour_or_skip(request.param)
 
 
 @pytest.fixture
@@ -71,7 +53,7 @@ def start_many(start: StartNsqd, count: int, **flags: Any) -> list[Nsqd]:
 
 @pytest.fixture(scope="module", params=FLAVOURS)
 def module_flavour(request: pytest.FixtureRequest) -> str:
-    return _flavour(request.param)
+    return flavour_or_skip(request.param)
 
 
 @pytest.fixture(scope="module")

@@ -3,12 +3,13 @@ acknowledged message lost, a node used again once it is back, and clear errors."
 from __future__ import annotations
 
 import asyncio
+from typing import Callable
 
 import pytest
 
 from nsq_client import Config, Consumer, Message, ProducerPool, PublishError, ServerError
 from tests.client.conftest import StartNsqd
-from tests.client.helpers import eventually, topic_message_count
+from tests.client.helpers import channel_stats, eventually, topic_message_count
 from tests.servers import HOST, Nsqd, free_port
 
 FAST = Config(backoff_multiplier=0.05, lookupd_poll_interval=0.5, dial_timeout=1)
@@ -29,10 +30,24 @@ async def test_publishes_are_spread_round_robin(nsqd_trio: list[Nsqd], topic: st
     assert await counts(nsqds, topic) == [12, 11, 10]
 
 
-async def test_failover_when_an_nsqd_is_killed_loses_no_acknowledged_message(nsqd_trio: list[Nsqd],
-                                                                              topic: str) -> None:
-    # the trio keeps every acknowledged message in its disk queues (mem_queue_size=0), so a
-    # SIGKILLed nsqd still has what it acknowledged when it comes back
+async def drained(nsqds: list[Nsqd], topic: str, channel: str) -> bool:
+    """Every nsqd's ``channel`` exists and holds nothing: no depth, nothing in flight."""
+    for nsqd in nsqds:
+        stats = await channel_stats(nsqd, topic, channel)
+        if stats is None or stats["depth"] or stats["in_flight_count"]:
+            return False
+    return True
+
+
+async def test_failover_when_an_nsqd_is_killed_loses_no_acknowledged_message(
+        nsqd_trio: list[Nsqd], module_flavour: str, topic: str,
+        record_property: Callable[[str, object], None]) -> None:
+    """The pool fails over without a failed publish; what the killed node acknowledged is
+    back when it restarts. Ours keeps every acknowledged message through SIGKILL with
+    --mem-queue-size=0 (its disk queue's positions are recovered from the data itself).
+    That is our guarantee, not Go's: Go nsqd v1.3.0 trusts its disk queue's metadata, synced
+    every 2500 writes or 2 s, so it loses what it wrote since; for Go the test records how
+    many were lost and checks the loss is confined to the killed node."""
     nsqds = nsqd_trio
     victim = nsqds[1]
     acknowledged: list[bytes] = []
@@ -49,6 +64,7 @@ async def test_failover_when_an_nsqd_is_killed_loses_no_acknowledged_message(nsq
     await pool.connect()
     try:
         await publish_range(pool, 0, 200)
+        held_by_victim = await topic_message_count(victim, topic)
         victim.kill()
         await publish_range(pool, 200, 600)  # every publish succeeds: failed ones moved on
         assert len(acknowledged) == 600
@@ -72,10 +88,17 @@ async def test_failover_when_an_nsqd_is_killed_loses_no_acknowledged_message(nsq
     consumer = Consumer(topic, "check", Config(max_in_flight=300), handler=collect)
     await consumer.connect_to_nsqds([n.tcp_address for n in nsqds])
     try:
-        await eventually(lambda: received >= set(acknowledged), timeout=15,
-                         message="every acknowledged message is still there")
+        if module_flavour == "ours":
+            await eventually(lambda: received >= set(acknowledged), timeout=15,
+                             message="every acknowledged message is still there")
+        else:
+            await eventually(lambda: drained(nsqds, topic, "check"), timeout=15,
+                             message="every nsqd delivered all it still holds")
     finally:
         await consumer.stop()
+    lost = set(acknowledged) - received
+    record_property("acknowledged_lost_after_sigkill", len(lost))
+    assert len(lost) <= held_by_victim, f"{len(lost)} lost, more than the killed nsqd held ({held_by_victim})"
 
 
 async def test_a_publish_fails_with_every_cause_when_no_nsqd_is_reachable() -> None:

@@ -12,9 +12,10 @@ import pytest
 from nsq_client import Config, Consumer, IdentifyError, Message, NsqdAdmin, Producer
 from tests.broker.certs import Pki, make_nonconforming_server, make_pki
 from tests.broker.tls_nsqd import TlsNsqd
-from tests.client.conftest import NSQD_REF, nsqd_starter
+from tests.client.conftest import nsqd_starter
 from tests.client.helpers import channel_stats, eventually
 from tests.conftest import Servers
+from tests.reference import GoNsqdBinary
 from tests.servers import HOST, Nsqd, free_port
 
 
@@ -107,9 +108,8 @@ async def test_compression_without_tls(shared_nsqd: Nsqd, topic: str, compressio
             await producer.multi_publish(topic, [b"small %d" % i for i in range(start, start + 100)])
 
 
-class GoTlsNsqd(TlsNsqd):
-    def argv(self) -> list[str]:
-        return [NSQD_REF, *super().argv()[1:]]
+class GoTlsNsqd(GoNsqdBinary, TlsNsqd):
+    pass
 
 
 async def test_client_certificates_when_nsqd_requires_them(module_flavour: str, servers: Servers, pki: Pki,
