@@ -22,14 +22,15 @@ class Servers:
         return self.root / f"{kind}{self._n}"
 
     def nsqd(self, start: bool = True, tcp_port: int | None = None, http_port: int | None = None,
-             **flags: object) -> Nsqd:
-        server = Nsqd(self._dir("nsqd"), _flags(flags), tcp_port=tcp_port, http_port=http_port)
+             kind: type[Nsqd] = Nsqd, **flags: object) -> Nsqd:
+        """``kind``: ``tests.reference.GoNsqd`` for Go's nsqd with the same flags."""
+        server = kind(self._dir("nsqd"), _flags(flags), tcp_port=tcp_port, http_port=http_port)
         self.started.append(server)
         return server.start() if start else server  # type: ignore[return-value]
 
     def lookupd(self, start: bool = True, tcp_port: int | None = None, http_port: int | None = None,
-                **flags: object) -> Nsqlookupd:
-        server = Nsqlookupd(self._dir("lookupd"), _flags(flags), tcp_port=tcp_port, http_port=http_port)
+                kind: type[Nsqlookupd] = Nsqlookupd, **flags: object) -> Nsqlookupd:
+        server = kind(self._dir("lookupd"), _flags(flags), tcp_port=tcp_port, http_port=http_port)
         self.started.append(server)
         return server.start() if start else server  # type: ignore[return-value]
 

@@ -54,6 +54,13 @@ class HttpAnswer:
     def json(self) -> Any:
         return json.loads(self.body)
 
+    def value(self) -> Any:
+        """The body as NSQ's servers mean it: JSON when they say so, else text (Go's
+        nsqd answers a string option of /config as text)."""
+        if self.headers.get("Content-Type", "").startswith("application/json"):
+            return self.json()
+        return self.body.decode()
+
 
 def request(method: str, url: str, body: bytes | None = None, headers: dict[str, str] | None = None,
             timeout: float = 10.0) -> HttpAnswer:
@@ -159,6 +166,19 @@ class ServerProcess:
         if self.proc is not None and self.proc.poll() is None:
             os.killpg(self.proc.pid, sig)
 
+    def freeze(self, timeout: float = 5.0) -> None:
+        """SIGSTOP, and wait until every thread of the process is stopped (a multi-threaded
+        server such as Go's can answer a little longer than the signal takes to send)."""
+        assert self.proc is not None
+        self.signal(signal.SIGSTOP)
+        tasks = Path(f"/proc/{self.proc.pid}/task")
+
+        def frozen() -> bool:
+            states = [(t / "stat").read_text().rsplit(")", 1)[1].split()[0] for t in tasks.iterdir()]
+            return all(state in ("T", "t") for state in states)
+        if tasks.exists():
+            wait_for(frozen, timeout, interval=0.005, message=f"{self.program} stopped by SIGSTOP")
+
     def stop(self, timeout: float = 20.0, sig: int | None = None) -> int | None:
         """``sig`` (SIGTERM by default), then SIGKILL after ``timeout``; returns the exit
         code (negative when a signal ended it)."""
@@ -185,6 +205,12 @@ class ServerProcess:
 
     def post(self, path: str, body: bytes | None = None) -> HttpAnswer:
         return request("POST", self.url(path), body)
+
+    def config(self, opt: str) -> Any:
+        """``GET /config/<opt>``'s value (nsqd)."""
+        answer = self.get(f"/config/{opt}")
+        assert answer.status == 200, (opt, answer.status, answer.body)
+        return answer.value()
 
     def get_json(self, path: str) -> Any:
         status, body = http("GET", self.url(path))

@@ -174,10 +174,10 @@ class ClientConn:
 
     # -- stats ----------------------------------------------------------------
     def stats(self, topic_filter: str = "") -> dict:
-        pub_counts = [{"topic": t, "count": c} for t, c in sorted(self.pub_counts.items())
-                      if not topic_filter or t == topic_filter]
+        """/stats' entry for this client, with Go's keys: ``authed``, the auth identity
+        and ``pub_counts`` are left out when empty, as Go's JSON leaves them out."""
         tls_info = self.transport.get_extra_info("ssl_object")
-        return {
+        stats: dict = {
             "client_id": self.client_id,
             "hostname": self.hostname,
             "version": "V2",
@@ -193,16 +193,26 @@ class ClientConn:
             "deflate": self.deflate,
             "snappy": self.snappy,
             "user_agent": self.user_agent,
-            "authed": self.authed,
-            "auth_identity": self.auth_identity,
-            "auth_identity_url": self.auth_identity_url,
-            "pub_counts": pub_counts,
+        }
+        if self.authed:
+            stats["authed"] = True
+        if self.auth_identity:
+            stats["auth_identity"] = self.auth_identity
+        if self.auth_identity_url:
+            stats["auth_identity_url"] = self.auth_identity_url
+        pub_counts = [{"topic": t, "count": c} for t, c in sorted(self.pub_counts.items())
+                      if not topic_filter or t == topic_filter]
+        if pub_counts:
+            stats["pub_counts"] = pub_counts
+        stats.update({
             "tls": self.tls,
             "tls_cipher_suite": tls_info.cipher()[0] if tls_info else "",
-            "tls_version": tls_info.version() if tls_info else "",
+            # Go names the versions TLS1.2, TLS1.3; Python's ssl TLSv1.2, TLSv1.3
+            "tls_version": tls_info.version().replace("TLSv", "TLS") if tls_info else "",
             "tls_negotiated_protocol": (tls_info.selected_alpn_protocol() or "") if tls_info else "",
             "tls_negotiated_protocol_is_mutual": self.tls,  # Go's is always true under TLS
-        }
+        })
+        return stats
 
     def __repr__(self) -> str:
         return f"{self.remote_address}({self.client_id})"

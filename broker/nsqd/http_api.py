@@ -1,8 +1,10 @@
-"""nsqd's HTTP API, with NSQ's routes, status codes and ``{"message": CODE}`` errors."""
+"""nsqd's HTTP API: Go nsqd's routes on aiohttp's router, every answer built by Go's
+rules in ``nsq_protocol.http_api`` (shared with nsqlookupd)."""
 from __future__ import annotations
 
 import json
 import logging
+import sys
 import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
@@ -10,63 +12,34 @@ from aiohttp import web
 
 from nsq_protocol.commands import parse_mpub_body
 from nsq_protocol.errors import ProtocolError
-from nsq_protocol.flags import is_duration_field
+from nsq_protocol import http_api as go_http
+from nsq_protocol.http_api import JSON_TYPE, NSQ_CONTENT_TYPE, TEXT_TYPE, HttpError, Reply
+from nsq_protocol.http_query import QueryError, first, parse_query
 from nsq_protocol.names import is_valid_channel_name, is_valid_topic_name
 
+from . import config_api
 from . import metrics as metrics_module
 from . import stats as stats_module
 from .diskqueue import DiskQueueError
 from .drain import DrainRefused
 from .handoff import parse_targets
 from .group_commit import SyncError
-from .options import LOG_LEVELS, NsqdOptions
 
 if TYPE_CHECKING:
     from .nsqd import NSQD
 
 log = logging.getLogger("nsqd")
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Handler = Callable[[web.Request], Awaitable[Any]]
+Params = dict[str, list[str]]
 
 
-class HttpError(Exception):
-    def __init__(self, status: int, code: str) -> None:
-        super().__init__(code)
-        self.status = status
-        self.code = code
+def respond(reply: Reply) -> web.Response:
+    return web.Response(status=reply.status, body=reply.body, headers=reply.headers)
 
 
-def _json(data: Any, status: int = 200) -> web.Response:
-    return web.Response(status=status, body=json.dumps(data).encode(),
-                        content_type="application/json", charset="utf-8",
-                        headers={"X-NSQ-Content-Type": "nsq; version=1.0"})
-
-
-def _text(body: bytes | str, status: int = 200) -> web.Response:
-    data = body.encode() if isinstance(body, str) else body
-    return web.Response(status=status, body=data, content_type="text/plain",
-                        headers={"X-NSQ-Content-Type": "nsq; version=1.0"})
-
-
-def _error(status: int, code: str) -> web.Response:
-    return _json({"message": code}, status)
-
-
-@web.middleware
-async def _errors_as_json(request: web.Request, handler: Handler) -> web.StreamResponse:
-    try:
-        return await handler(request)
-    except HttpError as e:
-        return _error(e.status, e.code)
-    except web.HTTPNotFound:
-        return _error(404, "NOT_FOUND")
-    except web.HTTPMethodNotAllowed:
-        return _error(405, "METHOD_NOT_ALLOWED")
-    except web.HTTPException:
-        raise
-    except Exception:
-        log.exception("HTTP: %s %s failed", request.method, request.path_qs)
-        return _error(500, "INTERNAL_ERROR")
+def _text_reply(status: int, text: str) -> Reply:
+    return Reply(status, text.encode(), {"Content-Type": TEXT_TYPE, **NSQ_CONTENT_TYPE})
 
 
 async def read_body(request: web.Request, limit: int) -> bytes | None:
@@ -82,8 +55,12 @@ async def read_body(request: web.Request, limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def _arg(request: web.Request, name: str) -> str | None:
-    return request.query.get(name)
+def query(request: web.Request) -> Params:
+    """The query string read as Go's url.ParseQuery reads it; malformed: 400 INVALID_REQUEST."""
+    try:
+        return parse_query(request.rel_url.raw_query_string)
+    except QueryError:
+        raise HttpError(400, "INVALID_REQUEST") from None
 
 
 SERVED_WHILE_EXITING = {("GET", "/ping"), ("GET", "/info"), ("GET", "/ready"), ("GET", "/stats"),
@@ -95,7 +72,7 @@ class HttpApi:
         self.nsqd = nsqd
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[self._tls_policy, _errors_as_json, self._exiting],
+        app = web.Application(middlewares=[self._tls_policy, go_http.middleware(log, respond), self._exiting],
                               client_max_size=1024 ** 3)
         r = app.router
         r.add_get("/ping", self.ping, allow_head=False)
@@ -119,55 +96,58 @@ class HttpApi:
         """``--tls-required=true`` closes the plain HTTP listener (tcp-https leaves it open):
         every request there is told where the HTTPS port is."""
         if self.nsqd.options.tls_required == "true" and not request.secure:
+            # Go writes this one by hand, with a space after each colon
             body = json.dumps({"message": "TLS_REQUIRED", "https_port": self.nsqd.https_port})
-            return web.Response(status=403, body=body.encode(), content_type="application/json",
-                                charset="utf-8", headers={"X-NSQ-Content-Type": "nsq; version=1.0"})
+            return web.Response(status=403, body=body.encode(), headers={"Content-Type": JSON_TYPE, **NSQ_CONTENT_TYPE})
         return await handler(request)
 
     @web.middleware
-    async def _exiting(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+    async def _exiting(self, request: web.Request, handler: Handler) -> Any:
         """Once stopping (a scale-down drain keeps the API up after that), only what reports
         on the node or drives its drain is served."""
         if self.nsqd.exiting and (request.method, request.path) not in SERVED_WHILE_EXITING:
-            return _error(503, "EXITING")
+            raise HttpError(503, "EXITING")
         return await handler(request)
 
     # -- basics ---------------------------------------------------------------
-    async def ping(self, request: web.Request) -> web.Response:
+    async def ping(self, request: web.Request) -> str:
         health = self.nsqd.health
-        return _text("OK") if health == "OK" else _text(health, 500)
+        if health != "OK":
+            raise HttpError(500, health)
+        return "OK"
 
-    async def info(self, request: web.Request) -> web.Response:
-        return _json(self.nsqd.info())
+    async def info(self, request: web.Request) -> dict[str, Any]:
+        return self.nsqd.info()
 
     # -- drain (beyond NSQ; see drain.py) -------------------------------------
-    async def ready(self, request: web.Request) -> web.Response:
+    async def ready(self, request: web.Request) -> str | Reply:
         """Readiness: unready from the moment a drain starts (/ping stays liveness)."""
         if self.nsqd.drain.draining:
-            return _text("DRAINING", 503)
+            return _text_reply(503, "DRAINING")
         health = self.nsqd.health
-        return _text("OK") if health == "OK" else _text(health, 503)
+        return "OK" if health == "OK" else _text_reply(503, health)
 
-    async def drain_state(self, request: web.Request) -> web.Response:
-        return _json(self.nsqd.drain.state())
+    async def drain_state(self, request: web.Request) -> dict[str, Any]:
+        return self.nsqd.drain.state()
 
-    async def drain_start(self, request: web.Request) -> web.Response:
+    async def drain_start(self, request: web.Request) -> dict[str, Any]:
         """``POST /drain``; ``?handoff=host:port[,...]`` for a scale-down (see drain.py)."""
         targets: list[str] = []
-        if "handoff" in request.query:
+        handoff = first(query(request), "handoff")
+        if handoff is not None:
             try:
-                targets = parse_targets(request.query["handoff"])
+                targets = parse_targets(handoff)
             except ValueError:
                 raise HttpError(400, "INVALID_HANDOFF") from None
         try:
             self.nsqd.drain.request(targets)
         except DrainRefused as e:
             raise HttpError(503, e.code) from None
-        return _json(self.nsqd.drain.state())
+        return self.nsqd.drain.state()
 
     # -- publishing -----------------------------------------------------------
-    def _topic_from_query(self, request: web.Request) -> str:
-        name = _arg(request, "topic")
+    def _topic_from_query(self, params: Params) -> str:
+        name = first(params, "topic")
         if name is None:
             raise HttpError(400, "MISSING_ARG_TOPIC")
         if not is_valid_topic_name(name):
@@ -180,18 +160,20 @@ class HttpApi:
         if self.nsqd.drain.refuses_publishes:
             raise HttpError(503, "DRAINING")
 
-    async def pub(self, request: web.Request) -> web.Response:
+    async def pub(self, request: web.Request) -> str:
         opts = self.nsqd.options
         body = await read_body(request, opts.max_msg_size)
         if body is None:
             raise HttpError(413, "MSG_TOO_BIG")
         if not body:
             raise HttpError(400, "MSG_EMPTY")
-        topic_name = self._topic_from_query(request)
+        params = query(request)
+        topic_name = self._topic_from_query(params)
         defer = 0.0
-        if "defer" in request.query:
+        defer_text = first(params, "defer")
+        if defer_text is not None:
             try:
-                defer_ms = int(request.query["defer"])
+                defer_ms = int(defer_text)
             except ValueError:
                 raise HttpError(400, "INVALID_DEFER") from None
             if not 0 <= defer_ms <= opts.max_req_timeout * 1000:
@@ -202,16 +184,17 @@ class HttpApi:
         msg = self.nsqd.new_message(body)
         msg.defer = defer
         await self._put_durably(lambda: topic.put(msg))
-        return _text("OK")
+        return "OK"
 
-    async def mpub(self, request: web.Request) -> web.Response:
+    async def mpub(self, request: web.Request) -> str:
         opts = self.nsqd.options
         if request.content_length is not None and request.content_length > opts.max_body_size:
             raise HttpError(413, "BODY_TOO_BIG")
-        topic_name = self._topic_from_query(request)
+        params = query(request)
+        topic_name = self._topic_from_query(params)
         self._check_not_exiting()
         topic = self.nsqd.get_topic(topic_name)
-        binary = request.query.get("binary")
+        binary = first(params, "binary")
         binary_mode = binary is not None and binary not in ("0", "f", "F", "false", "FALSE", "False")
         body = await read_body(request, opts.max_body_size)
         if body is None:
@@ -227,7 +210,7 @@ class HttpApi:
                 raise HttpError(413, "MSG_TOO_BIG")
         msgs = [self.nsqd.new_message(b) for b in bodies]
         await self._put_durably(lambda: topic.put_many(msgs))
-        return _text("OK")
+        return "OK"
 
     async def _put_durably(self, put: Callable[[], None]) -> None:
         """Put, and in durable mode wait until the messages are fsynced."""
@@ -241,26 +224,27 @@ class HttpApi:
             raise HttpError(500, "INTERNAL_ERROR") from None
 
     # -- stats ----------------------------------------------------------------
-    async def stats(self, request: web.Request) -> web.Response:
-        q = request.query
+    async def stats(self, request: web.Request) -> str | dict[str, Any]:
+        params = query(request)
         flag = {"true": True, "1": True, "false": False, "0": False}
         doc = stats_module.collect(
-            self.nsqd, q.get("topic", ""), q.get("channel", ""),
-            include_clients=flag.get(q.get("include_clients", ""), True),
-            include_mem=flag.get(q.get("include_mem", ""), True))
-        if q.get("format") == "json":
-            return _json(doc)
-        return _text(stats_module.render_text(doc, time.time() - self.nsqd.start_time))
+            self.nsqd, first(params, "topic") or "", first(params, "channel") or "",
+            include_clients=flag.get(first(params, "include_clients") or "", True),
+            include_mem=flag.get(first(params, "include_mem") or "", True))
+        if first(params, "format") == "json":
+            return doc
+        python = f"python{sys.version_info.major}.{sys.version_info.minor}"
+        return stats_module.render_text(doc, python, self.nsqd.started_at, time.time())
 
-    async def metrics(self, request: web.Request) -> web.Response:
+    async def metrics(self, request: web.Request) -> Reply:
         """Beyond NSQ: the same numbers for Prometheus."""
         doc = stats_module.collect(self.nsqd, include_clients=False, include_mem=True)
         body = metrics_module.render(doc, clients=len(self.nsqd.clients), durable=self.nsqd.committer)
-        return web.Response(body=body.encode(), headers={"Content-Type": metrics_module.CONTENT_TYPE})
+        return Reply(200, body.encode(), {"Content-Type": metrics_module.CONTENT_TYPE})
 
     # -- topics ---------------------------------------------------------------
     def _existing_topic_name(self, request: web.Request, validate: bool) -> str:
-        name = _arg(request, "topic")
+        name = first(query(request), "topic")
         if name is None:
             raise HttpError(400, "MISSING_ARG_TOPIC")
         if validate and not is_valid_topic_name(name):
@@ -269,34 +253,30 @@ class HttpApi:
             raise HttpError(404, "TOPIC_NOT_FOUND")
         return name
 
-    async def topic_create(self, request: web.Request) -> web.Response:
-        self.nsqd.get_topic(self._topic_from_query(request))
-        return _text(b"")
+    async def topic_create(self, request: web.Request) -> None:
+        self.nsqd.get_topic(self._topic_from_query(query(request)))
 
-    async def topic_delete(self, request: web.Request) -> web.Response:
+    async def topic_delete(self, request: web.Request) -> None:
         self.nsqd.delete_topic(self._existing_topic_name(request, validate=False))
-        return _text(b"")
 
-    async def topic_empty(self, request: web.Request) -> web.Response:
+    async def topic_empty(self, request: web.Request) -> None:
         self.nsqd.topics[self._existing_topic_name(request, validate=True)].empty()
-        return _text(b"")
 
-    async def topic_pause(self, request: web.Request) -> web.Response:
+    async def topic_pause(self, request: web.Request) -> None:
         self.nsqd.set_topic_paused(self._existing_topic_name(request, validate=False), True)
-        return _text(b"")
 
-    async def topic_unpause(self, request: web.Request) -> web.Response:
+    async def topic_unpause(self, request: web.Request) -> None:
         self.nsqd.set_topic_paused(self._existing_topic_name(request, validate=False), False)
-        return _text(b"")
 
     # -- channels -------------------------------------------------------------
     def _topic_and_channel(self, request: web.Request) -> tuple[str, str]:
-        topic = _arg(request, "topic")
+        params = query(request)
+        topic = first(params, "topic")
         if topic is None:
             raise HttpError(400, "MISSING_ARG_TOPIC")
         if not is_valid_topic_name(topic):
             raise HttpError(400, "INVALID_ARG_TOPIC")
-        channel = _arg(request, "channel")
+        channel = first(params, "channel")
         if channel is None:
             raise HttpError(400, "MISSING_ARG_CHANNEL")
         if not is_valid_channel_name(channel):
@@ -311,58 +291,30 @@ class HttpApi:
             raise HttpError(404, "CHANNEL_NOT_FOUND")
         return topic, channel
 
-    async def channel_create(self, request: web.Request) -> web.Response:
+    async def channel_create(self, request: web.Request) -> None:
         topic, channel = self._topic_and_channel(request)
         self.nsqd.topics[topic].get_channel(channel)
-        return _text(b"")
 
-    async def channel_delete(self, request: web.Request) -> web.Response:
+    async def channel_delete(self, request: web.Request) -> None:
         topic, channel = self._existing_channel(request)
         self.nsqd.topics[topic].delete_channel(channel)
-        return _text(b"")
 
-    async def channel_empty(self, request: web.Request) -> web.Response:
+    async def channel_empty(self, request: web.Request) -> None:
         topic, channel = self._existing_channel(request)
         self.nsqd.topics[topic].channels[channel].empty()
-        return _text(b"")
 
-    async def channel_pause(self, request: web.Request) -> web.Response:
+    async def channel_pause(self, request: web.Request) -> None:
         self.nsqd.set_channel_paused(*self._existing_channel(request), True)
-        return _text(b"")
 
-    async def channel_unpause(self, request: web.Request) -> web.Response:
+    async def channel_unpause(self, request: web.Request) -> None:
         self.nsqd.set_channel_paused(*self._existing_channel(request), False)
-        return _text(b"")
 
-    # -- /config/:opt ---------------------------------------------------------
-    async def config(self, request: web.Request) -> web.Response:
+    # -- /config/:opt (config_api) --------------------------------------------
+    async def config(self, request: web.Request) -> Any:
         opt = request.match_info["opt"]
-        opts = self.nsqd.options
         if request.method == "PUT":
-            body = await read_body(request, opts.max_msg_size)
-            if not body:
+            body = await read_body(request, self.nsqd.options.max_msg_size)
+            if not body:  # empty, or longer than --max-msg-size
                 raise HttpError(413, "INVALID_VALUE")
-            if opt == "nsqlookupd_tcp_addresses":
-                try:
-                    addresses = json.loads(body)
-                except ValueError:
-                    raise HttpError(400, "INVALID_VALUE") from None
-                if not isinstance(addresses, list) or not all(isinstance(a, str) for a in addresses):
-                    raise HttpError(400, "INVALID_VALUE")
-                try:
-                    self.nsqd.set_lookupd_addresses(addresses)
-                except ValueError:  # not host:port; Go nsqd takes it and fails at every dial
-                    raise HttpError(400, "INVALID_VALUE") from None
-            elif opt == "log_level":
-                level = body.decode("utf-8", "replace").strip().lower()
-                if level not in LOG_LEVELS:
-                    raise HttpError(400, "INVALID_VALUE")
-                self.nsqd.set_log_level(level)
-            else:
-                raise HttpError(400, "INVALID_OPTION")
-        if opt not in NsqdOptions.model_fields:
-            raise HttpError(400, "INVALID_OPTION")
-        value = getattr(self.nsqd.options, opt)
-        if is_duration_field(NsqdOptions, opt):
-            value = int(round(value * 1e9))  # Go marshals durations as nanoseconds
-        return _json(value)
+            config_api.put_value(self.nsqd, opt, body)
+        return config_api.served_value(self.nsqd, opt)

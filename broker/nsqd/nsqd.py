@@ -60,7 +60,8 @@ class NSQD:
         self.clients: dict[int, ClientConn] = {}
         self.exiting = False
         self.health = "OK"
-        self.start_time = int(time.time())
+        self.started_at = time.time()
+        self.start_time = int(self.started_at)
         self.tcp_port = 0
         self.http_port = 0
         self.https_port = 0
@@ -370,8 +371,11 @@ class NSQD:
             "http_port": o.broadcast_http_port or self.http_port,
             "tcp_port": o.broadcast_tcp_port or self.tcp_port,
             "start_time": self.start_time,
-            "topology_region": o.topology_region,
-            "topology_zone": o.topology_zone,
+            # what clients read to size their IDENTIFY, as in Go's /info
+            "max_heartbeat_interval": int(round(o.max_heartbeat_interval * 1e9)),
+            "max_output_buffer_size": o.max_output_buffer_size,
+            "max_output_buffer_timeout": int(round(o.max_output_buffer_timeout * 1e9)),
+            "max_deflate_level": o.max_deflate_level,
         }
 
     # -- start and stop -------------------------------------------------------

@@ -30,6 +30,7 @@ from nsq_protocol.commands import (
 )
 from nsq_protocol.errors import ProtocolError
 from nsq_protocol.frames import FRAME_ERROR, FRAME_RESPONSE, encode_frame
+from nsq_protocol.gotext import raw
 from nsq_protocol.identify import IdentifyRequest, Negotiated, negotiate
 
 from .channel import ChannelError
@@ -58,6 +59,7 @@ class V2Protocol(asyncio.Protocol):
         self._busy = False  # an awaitable handler is running; decoding waits
         self._pump_due = False  # the commands processed freed RDY capacity
         self._dead = False
+        self._cls_received = False  # a second CLS is an error, as in Go's nsqd
         self._last_read = time.monotonic()
         self._next_beat = 0.0
         self._busy_poller = nsqd.busy_poller
@@ -313,7 +315,7 @@ class V2Protocol(asyncio.Protocol):
             raise ProtocolError(E.E_INVALID, "cannot IDENTIFY in current state")
         request = IdentifyRequest.parse(cmd.body)
         limits = self.nsqd.identify_limits
-        n = negotiate(request, limits, default_name=client.client_id)
+        n = negotiate(request, limits)
         client.client_id, client.hostname, client.user_agent = n.client_id, n.hostname, n.user_agent
         client.heartbeat_interval = n.heartbeat_interval_ms / 1000
         client.output_buffer_size = n.output_buffer_size
@@ -426,8 +428,8 @@ class V2Protocol(asyncio.Protocol):
         channel = self.nsqd.get_topic(topic_name).get_channel(channel_name)
         limit = self.nsqd.options.max_channel_consumers
         if limit and len(channel.clients) >= limit:
-            raise ProtocolError(E.E_TOO_MANY_CHANNEL_CONSUMERS,
-                                f"channel consumers for {topic_name}:{channel_name} exceeds limit of {limit}")
+            raise ProtocolError(E.E_SUB_FAILED,
+                                f"SUB failed consumers for {topic_name}:{channel_name} exceeds limit of {limit}")
         channel.add_client(client)
         client.channel = channel
         client.state = ClientState.SUBSCRIBED
@@ -445,7 +447,7 @@ class V2Protocol(asyncio.Protocol):
             try:
                 count = parse_base10(cmd.params[0])
             except ValueError:
-                raise ProtocolError(E.E_INVALID, f"RDY could not parse count {cmd.params[0]!r}") from None
+                raise ProtocolError(E.E_INVALID, f"RDY could not parse count {raw(cmd.params[0])}") from None
         max_rdy = self.nsqd.options.max_rdy_count
         if count > max_rdy:
             raise ProtocolError(E.E_INVALID, f"RDY count {count} out of range 0-{max_rdy}")
@@ -481,7 +483,7 @@ class V2Protocol(asyncio.Protocol):
         try:
             delay_ms = parse_base10(cmd.params[1])
         except ValueError:
-            raise ProtocolError(E.E_INVALID, f"REQ could not parse timeout {cmd.params[1]!r}") from None
+            raise ProtocolError(E.E_INVALID, f"REQ could not parse timeout {raw(cmd.params[1])}") from None
         max_ms = int(self.nsqd.options.max_req_timeout * 1000)
         if delay_ms > max_ms:
             log.info("PROTOCOL(V2): [%s] REQ timeout %d out of range 0-%d. Setting to %d",
@@ -508,12 +510,16 @@ class V2Protocol(asyncio.Protocol):
     def _cls(self, cmd: Command) -> Response:
         client = self.client
         assert client is not None
+        if self._cls_received:
+            raise ProtocolError(E.E_INVALID, "cannot CLS in current state")
         if client.state == ClientState.CLOSING:
-            # already closing (a drain put it there, or CLS came twice): confirm again rather
-            # than drop the connection and, with it, the FINs of the messages it still holds
+            # a drain closed the consumer first: its own CLS is confirmed, and the
+            # connection stays for the FINs of the messages it still holds
+            self._cls_received = True
             return CLOSE_WAIT
         if client.state != ClientState.SUBSCRIBED:
             raise ProtocolError(E.E_INVALID, "cannot CLS in current state")
+        self._cls_received = True
         client.state = ClientState.CLOSING
         client.ready_count = 0
         return CLOSE_WAIT

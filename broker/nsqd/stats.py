@@ -1,9 +1,14 @@
-"""/stats: nsqd's numbers as JSON (NSQ's shape) and as NSQ's plain-text report."""
+"""/stats: nsqd's numbers as JSON and as the plain-text report, both in Go nsqd's shape:
+``null`` where Go has it (an unknown topic's ``topics`` and ``producers``, ``clients``
+and ``producers`` without ``include_clients``, no producers at all), client keys Go
+leaves out when empty left out, the text's columns as Go prints them."""
 from __future__ import annotations
 
-import sys
+import datetime
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from nsq_protocol.flags import format_duration
 
 from . import e2e_latency
 from .channel import Channel
@@ -21,7 +26,7 @@ def _windows(channels: list[Channel]) -> list[LatencyWindow]:
 
 def channel_stats(channel: Channel, include_clients: bool, percentiles: list[float],
                   window: float) -> dict:
-    clients = [c.stats() for c in channel.clients.values()] if include_clients else []
+    clients = [c.stats() for c in channel.clients.values()] if include_clients else None
     return {
         "channel_name": channel.name,
         "depth": channel.depth,
@@ -55,32 +60,31 @@ def topic_stats(topic: Topic, channel_filter: str, include_clients: bool,
         "message_count": topic.message_count,
         "message_bytes": topic.message_bytes,
         "paused": topic.paused,
-        "e2e_processing_latency": e2e_latency.percentiles(_windows(chosen), percentiles),
+        # over every channel, whichever were asked for, as Go aggregates it
+        "e2e_processing_latency": e2e_latency.percentiles(_windows(list(topic.channels.values())), percentiles),
     }
 
 
 def collect(nsqd: "NSQD", topic_filter: str = "", channel_filter: str = "",
             include_clients: bool = True, include_mem: bool = True) -> dict:
     opts = nsqd.options
-    if topic_filter:
-        topics = [nsqd.topics[topic_filter]] if topic_filter in nsqd.topics else []
-    else:
-        topics = sorted(nsqd.topics.values(), key=lambda t: t.name)
-    topic_list = []
-    for t in topics:
-        s = topic_stats(t, channel_filter, include_clients, opts.e2e_processing_latency_percentiles,
-                        opts.e2e_processing_latency_window_time)
-        if s is not None:
-            topic_list.append(s)
-    producers = []
-    if include_clients:
-        producers = [c.stats(topic_filter) for c in nsqd.clients.values() if c.pub_counts]
-    doc: dict = {
-        "version": nsqd.version,
-        "health": nsqd.health,
-        "start_time": nsqd.start_time,
-        "topics": topic_list,
-    }
+    doc: dict[str, Any] = {"version": nsqd.version, "health": nsqd.health, "start_time": nsqd.start_time}
+    topic_list: list[dict] | None = None
+    producers: list[dict] | None = None
+    if not topic_filter or topic_filter in nsqd.topics:
+        if topic_filter:
+            topics = [nsqd.topics[topic_filter]]
+        else:
+            topics = sorted(nsqd.topics.values(), key=lambda t: t.name)
+        topic_list = []
+        for t in topics:
+            s = topic_stats(t, channel_filter, include_clients, opts.e2e_processing_latency_percentiles,
+                            opts.e2e_processing_latency_window_time)
+            if s is not None:
+                topic_list.append(s)
+        if include_clients:
+            producers = [c.stats(topic_filter) for c in nsqd.clients.values() if c.pub_counts] or None
+    doc["topics"] = topic_list
     if include_mem:
         doc["memory"] = memory_stats()
     doc["producers"] = producers
@@ -88,47 +92,68 @@ def collect(nsqd: "NSQD", topic_filter: str = "", channel_filter: str = "",
     return doc
 
 
-def _uptime(seconds: float) -> str:
-    seconds = int(seconds)
-    h, rest = divmod(seconds, 3600)
-    m, s = divmod(rest, 60)
-    return (f"{h}h" if h else "") + (f"{m}m" if h or m else "") + f"{s}s"
+def _since(timestamp: float, now: float) -> str:
+    """Go's ``time.Since(t).Truncate(time.Second)``."""
+    return format_duration(max(0, int(now - timestamp)))
 
 
-def render_text(doc: dict, uptime: float) -> str:
-    lines = [f"nsqd v{doc['version']} (built w/python{sys.version_info.major}.{sys.version_info.minor})",
-             f"start_time {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(doc['start_time']))}",
-             f"uptime {_uptime(uptime)}", "", f"Health: {doc['health']}", ""]
+def _rfc3339(timestamp: float) -> str:
+    """Go's ``Time.Format(time.RFC3339)`` in local time (``Z`` for UTC)."""
+    text = datetime.datetime.fromtimestamp(int(timestamp)).astimezone().isoformat(timespec="seconds")
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+def _latency(result: dict) -> str:
+    """Go's e2e column: each percentile in the largest unit it exceeds, one decimal."""
+    shown = []
+    for item in result["percentiles"] or []:
+        value, unit = float(item["value"]), "ns"
+        for size, name in ((1e9, "s"), (1e6, "ms"), (1e3, "us")):
+            if value > size:
+                value, unit = value / size, name
+                break
+        shown.append(f"{value:.1f}{unit}")
+    return ", ".join(shown)
+
+
+def _client_line(client: dict, now: float) -> str:
+    port = client["remote_address"].rpartition(":")[2]
+    name = f"{client['hostname']}:{port} {client['user_agent']}"
+    connected = _since(client["connect_ts"], now)
+    pub_counts = client.get("pub_counts")
+    if pub_counts:
+        topics = ",".join(f"{pc['topic']}={pc['count']}" for pc in pub_counts)
+        return (f"[{client['version']} {name:<21}] msgs: {sum(pc['count'] for pc in pub_counts):<8} "
+                f"topics: {topics} connected: {connected}")
+    return (f"[{client['version']} {name:<21}] state: {client['state']} "
+            f"inflt: {client['in_flight_count']:<4} rdy: {client['ready_count']:<4} "
+            f"fin: {client['finish_count']:<8} re-q: {client['requeue_count']:<8} "
+            f"msgs: {client['message_count']:<8} connected: {connected}")
+
+
+def render_text(doc: dict, python_version: str, started: float, now: float) -> str:
+    """``/stats`` without ``format=json``: Go nsqd's report, line for line."""
+    out = [f"nsqd v{doc['version']} (built w/{python_version})\n",
+           f"start_time {_rfc3339(doc['start_time'])}\n",
+           f"uptime {format_duration(now - started)}\n",
+           f"\nHealth: {doc['health']}\n"]
     if "memory" in doc:
-        lines.append("Memory:")
-        for key, value in doc["memory"].items():
-            lines.append(f"   {key:<25} {value}")
-        lines.append("")
-    if not doc["topics"]:
-        lines.append("NO_TOPICS")
-    else:
-        lines.append("Topics:")
-    for t in doc["topics"]:
-        paused = " *P" if t["paused"] else "   "
-        lines.append(f"   [{t['topic_name']:<15}] depth: {t['depth']:<5} be-depth: {t['backend_depth']:<5} "
-                     f"msgs: {t['message_count']:<8}{paused}")
+        out.append("\nMemory:\n")
+        out += [f"   {key:<25}\t{value}\n" for key, value in doc["memory"].items()]
+    topics = doc["topics"] or []
+    out.append("\nTopics:" if topics else "\nTopics: None\n")
+    for t in topics:
+        out.append(f"\n{'*P ' if t['paused'] else '   '}[{t['topic_name']:<15}] depth: {t['depth']:<5} "
+                   f"be-depth: {t['backend_depth']:<5} msgs: {t['message_count']:<8} "
+                   f"e2e%: {_latency(t['e2e_processing_latency'])}\n")
         for c in t["channels"]:
-            paused = " *P" if c["paused"] else "   "
-            lines.append(f"      [{c['channel_name']:<25}] depth: {c['depth']:<5} be-depth: {c['backend_depth']:<5} "
-                         f"inflt: {c['in_flight_count']:<4} def: {c['deferred_count']:<4} "
-                         f"re-q: {c['requeue_count']:<5} timeout: {c['timeout_count']:<5} "
-                         f"msgs: {c['message_count']:<8}{paused}")
-            for cl in c["clients"]:
-                connected = _uptime(time.time() - cl["connect_ts"])
-                lines.append(f"        [{cl['version']} {cl['client_id']:<20}] state: {cl['state']} "
-                             f"inflt: {cl['in_flight_count']:<4} rdy: {cl['ready_count']:<4} "
-                             f"fin: {cl['finish_count']:<8} re-q: {cl['requeue_count']:<8} "
-                             f"msgs: {cl['message_count']:<8} connected: {connected}")
-    if doc.get("producers"):
-        lines += ["", "Producers:"]
-        for p in doc["producers"]:
-            lines.append(f"   [{p['version']} {p['client_id']:<20}] msgs: {sum(x['count'] for x in p['pub_counts'])} "
-                         f"connected: {_uptime(time.time() - p['connect_ts'])}")
-            for pc in p["pub_counts"]:
-                lines.append(f"      [{pc['topic']:<15}] msgs: {pc['count']}")
-    return "\n".join(lines) + "\n"
+            out.append(f"{'   *P ' if c['paused'] else '      '}[{c['channel_name']:<25}] depth: {c['depth']:<5} "
+                       f"be-depth: {c['backend_depth']:<5} inflt: {c['in_flight_count']:<4} "
+                       f"def: {c['deferred_count']:<4} re-q: {c['requeue_count']:<5} "
+                       f"timeout: {c['timeout_count']:<5} msgs: {c['message_count']:<8} "
+                       f"e2e%: {_latency(c['e2e_processing_latency'])}\n")
+            out += [f"        {_client_line(client, now)}\n" for client in c["clients"] or []]
+    producers = doc["producers"] or []
+    out.append("\nProducers:\n" if producers else "\nProducers: None\n")
+    out += [f"   {_client_line(p, now)}\n" for p in producers]
+    return "".join(out)

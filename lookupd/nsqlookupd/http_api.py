@@ -1,20 +1,20 @@
 """lookupd's HTTP API, with Go lookupd's routes, JSON shapes and status codes.
 
-Answers: 200 with JSON (or ``OK`` for /ping, or an empty body for actions); errors are
-``{"message": "CODE"}`` with their status. Unknown paths are 404 NOT_FOUND, known paths
-with another method 405 METHOD_NOT_ALLOWED. The ``Accept: application/vnd.nsq;
+The routes sit on aiohttp's router; every answer, error, 404, 405 and OPTIONS is built
+by Go's rules in ``nsq_protocol.http_api`` (shared with nsqd), and query strings are read
+as Go reads them (``nsq_protocol.http_query``). The ``Accept: application/vnd.nsq;
 version=1.0`` header that pynsq sends gets the same JSON as any other request.
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from aiohttp import web
 
+from nsq_protocol import http_api as go_http
+from nsq_protocol.http_api import HttpError, Reply
 from nsq_protocol.http_query import QueryError, first, parse_query
 from nsq_protocol.names import is_valid_channel_name, is_valid_topic_name
 from nsq_protocol.prometheus import CONTENT_TYPE
@@ -22,30 +22,12 @@ from nsq_protocol.prometheus import CONTENT_TYPE
 from . import metrics
 from .registry import Registry
 
-JSON_TYPE = "application/json; charset=utf-8"
-TEXT_TYPE = "text/plain; charset=utf-8"
-NSQ_CONTENT_TYPE = ("X-NSQ-Content-Type", "nsq; version=1.0")
-
-
-class HttpError(Exception):
-    def __init__(self, status: int, code: str) -> None:
-        super().__init__(code)
-        self.status = status
-        self.code = code
-
-
-@dataclass(frozen=True, slots=True)
-class PlainText:
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class MetricsText:
-    text: str
-
-
 Params = dict[str, list[str]]
 Handler = Callable[[Params], Any]
+
+
+def respond(reply: Reply) -> web.Response:
+    return web.Response(status=reply.status, body=reply.body, headers=reply.headers)
 
 
 class LookupdHttpApi:
@@ -75,41 +57,15 @@ class LookupdHttpApi:
 
     # -- the aiohttp side ----------------------------------------------------
     def application(self) -> web.Application:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self.dispatch)
+        app = web.Application(middlewares=[go_http.middleware(self.log, respond)])
+        for path, methods in self.routes.items():
+            for method, handler in methods.items():
+                app.router.add_route(method, path, _with_query(handler))
         return app
 
-    async def dispatch(self, request: web.Request) -> web.StreamResponse:
-        started = time.perf_counter()
-        response = self._respond(request)
-        self.log.debug("%d %s %s (%s) %.3fms", response.status, request.method, request.path_qs,
-                       request.remote, (time.perf_counter() - started) * 1000)
-        return response
-
-    def _respond(self, request: web.Request) -> web.Response:
-        methods = self.routes.get(request.path)
-        if methods is None:
-            return error_response(404, "NOT_FOUND")
-        allowed = ", ".join(sorted([*methods, "OPTIONS"]))
-        if request.method == "OPTIONS":
-            return web.Response(status=200, headers={"Allow": allowed})
-        handler = methods.get(request.method)
-        if handler is None:
-            response = error_response(405, "METHOD_NOT_ALLOWED")
-            response.headers["Allow"] = allowed
-            return response
-        try:
-            params = parse_query(request.rel_url.raw_query_string)
-        except QueryError:
-            return error_response(400, "INVALID_REQUEST")
-        try:
-            return ok_response(handler(params))
-        except HttpError as e:
-            return error_response(e.status, e.code)
-
     # -- handlers ------------------------------------------------------------
-    def ping(self, params: Params) -> PlainText:
-        return PlainText("OK")
+    def ping(self, params: Params) -> str:
+        return "OK"
 
     def info(self, params: Params) -> dict[str, Any]:
         return {"version": self.version}
@@ -162,9 +118,10 @@ class LookupdHttpApi:
         self.log.info("DB: setting tombstone for producer@%s of topic(%s)", node, topic)
         self.registry.tombstone(topic, node, self.clock())
 
-    def metrics(self, params: Params) -> MetricsText:
+    def metrics(self, params: Params) -> Reply:
         """Beyond NSQ: producers, topics and channels for Prometheus."""
-        return MetricsText(metrics.render(self.registry, self.version, self.clock()))
+        text = metrics.render(self.registry, self.version, self.clock())
+        return Reply(200, text.encode(), {"Content-Type": CONTENT_TYPE})
 
     def debug(self, params: Params) -> dict[str, Any]:
         """Every registration and its producers, with times in Unix nanoseconds."""
@@ -199,28 +156,17 @@ def _topic_channel(params: Params) -> tuple[str, str]:
     return topic, channel
 
 
+def _with_query(handler: Handler) -> Callable[[web.Request], Any]:
+    """An aiohttp handler calling ``handler`` with the query string as Go reads it."""
+    async def call(request: web.Request) -> Any:
+        try:
+            params = parse_query(request.rel_url.raw_query_string)
+        except QueryError:
+            raise HttpError(400, "INVALID_REQUEST") from None
+        return handler(params)
+    return call
+
+
 def _wall_clock_ns(clock: Callable[[], float]) -> Callable[[float], int]:
     offset = time.time() - clock()
     return lambda t: int((t + offset) * 1e9)
-
-
-def _json(data: Any) -> bytes:
-    return json.dumps(data, separators=(",", ":"), sort_keys=False).encode()
-
-
-def ok_response(data: Any) -> web.Response:
-    if isinstance(data, MetricsText):
-        return web.Response(status=200, body=data.text.encode(), headers={"Content-Type": CONTENT_TYPE})
-    if isinstance(data, PlainText):
-        return web.Response(status=200, body=data.text.encode(), headers={"Content-Type": TEXT_TYPE})
-    headers = dict([NSQ_CONTENT_TYPE])
-    if data is None:
-        return web.Response(status=200, body=b"", headers=headers)
-    headers["Content-Type"] = JSON_TYPE
-    return web.Response(status=200, body=_json(data), headers=headers)
-
-
-def error_response(status: int, code: str) -> web.Response:
-    return web.Response(status=status, body=_json({"message": code}),
-                        headers={"Content-Type": JSON_TYPE, NSQ_CONTENT_TYPE[0]: NSQ_CONTENT_TYPE[1]})
-

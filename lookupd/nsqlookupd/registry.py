@@ -5,8 +5,10 @@ Pure data: no I/O, no clock. Every method that depends on time takes ``now`` (se
 on any monotonic clock, the same clock for every call).
 
 Rules, as Go's lookupd keeps them:
-- a topic or channel name stays known after its last producer leaves (only
-  ``#ephemeral`` ones are dropped then); HTTP delete forgets a name and its producers;
+- a topic or channel name stays known after its last producer leaves; an
+  ``#ephemeral`` one is dropped only when its last producer UNREGISTERs that very name
+  (a disconnect, or the UNREGISTER of a topic for its channels, leaves it known with no
+  producers, as Go's lookupd does); HTTP delete forgets a name and its producers;
 - a peer not heard from within ``inactive_producer_timeout`` is left out of ``lookup``
   and ``nodes``;
 - a tombstone hides one peer for one topic from ``lookup`` for ``tombstone_lifetime``;
@@ -113,10 +115,10 @@ class Registry:
         removed: list[tuple[str, str | None]] = []
         for topic, channels in list(self._channels.items()):
             for channel in list(channels):
-                if self._remove_channel_producer(topic, channel, peer_id):
+                if self._remove_channel_producer(topic, channel, peer_id, drop_ephemeral=False):
                     removed.append((topic, channel))
         for topic in list(self._topics):
-            if self._remove_topic_producer(topic, peer_id):
+            if self._remove_topic_producer(topic, peer_id, drop_ephemeral=False):
                 removed.append((topic, None))
         return removed
 
@@ -140,35 +142,35 @@ class Registry:
         Returns what the peer was removed from."""
         removed: list[tuple[str, str | None]] = []
         if channel is not None:
-            if self._remove_channel_producer(topic, channel, peer_id):
+            if self._remove_channel_producer(topic, channel, peer_id, drop_ephemeral=True):
                 removed.append((topic, channel))
             return removed
         for name in list(self._channels.get(topic, {})):
-            if self._remove_channel_producer(topic, name, peer_id):
+            if self._remove_channel_producer(topic, name, peer_id, drop_ephemeral=False):
                 removed.append((topic, name))
-        if self._remove_topic_producer(topic, peer_id):
+        if self._remove_topic_producer(topic, peer_id, drop_ephemeral=True):
             removed.append((topic, None))
         return removed
 
-    def _remove_channel_producer(self, topic: str, channel: str, peer_id: str) -> bool:
+    def _remove_channel_producer(self, topic: str, channel: str, peer_id: str, drop_ephemeral: bool) -> bool:
         channels = self._channels.get(topic)
         peers = channels.get(channel) if channels is not None else None
         if peers is None:
             return False
         found = peer_id in peers
         peers.discard(peer_id)
-        if not peers and is_ephemeral(channel):
+        if drop_ephemeral and not peers and is_ephemeral(channel):
             del channels[channel]  # type: ignore[union-attr]
             if not channels:
                 del self._channels[topic]
         return found
 
-    def _remove_topic_producer(self, topic: str, peer_id: str) -> bool:
+    def _remove_topic_producer(self, topic: str, peer_id: str, drop_ephemeral: bool) -> bool:
         producers = self._topics.get(topic)
         if producers is None:
             return False
         found = producers.pop(peer_id, None) is not None
-        if not producers and is_ephemeral(topic):
+        if drop_ephemeral and not producers and is_ephemeral(topic):
             del self._topics[topic]
         return found
 

@@ -19,6 +19,7 @@ from .errors import (
     E_INVALID,
     ProtocolError,
 )
+from .gotext import quoted, raw
 from .message import MSG_ID_LENGTH
 from .names import MAX_NAME_LENGTH, is_valid_channel_name, is_valid_topic_name
 
@@ -111,7 +112,7 @@ def parse_base10(value: bytes) -> int:
 
 def parse_message_id(value: bytes) -> bytes:
     if len(value) != MSG_ID_LENGTH:
-        raise ProtocolError(E_INVALID, "Invalid Message ID")
+        raise ProtocolError(E_INVALID, "invalid message ID")
     return bytes(value)
 
 
@@ -395,7 +396,9 @@ def _check_topic(name: bytes, params: tuple[bytes, ...], needed: int) -> None:
     if len(params) < needed:
         raise ProtocolError(E_INVALID, f"{name.decode()} insufficient number of parameters")
     if not is_valid_topic_name(params[0]):
-        raise ProtocolError(E_BAD_TOPIC, f"{name.decode()} topic name {params[0]!r} is not valid")
+        # Go's MPUB names its code twice in this text; clients see it so
+        prefix = "E_BAD_TOPIC " if name == b"MPUB" else ""
+        raise ProtocolError(E_BAD_TOPIC, f"{prefix}{name.decode()} topic name {quoted(params[0])} is not valid")
 
 
 def _check_body_header(name: bytes, params: tuple[bytes, ...], limits: CommandLimits) -> Command:
@@ -407,7 +410,7 @@ def _check_body_header(name: bytes, params: tuple[bytes, ...], limits: CommandLi
         try:
             defer_ms = parse_base10(params[1])
         except ValueError:
-            raise ProtocolError(E_INVALID, f"DPUB could not parse timeout {params[1]!r}") from None
+            raise ProtocolError(E_INVALID, f"DPUB could not parse timeout {raw(params[1])}") from None
         if defer_ms > limits.max_req_timeout_ms:
             raise ProtocolError(
                 E_INVALID, f"DPUB timeout {defer_ms} out of range 0-{limits.max_req_timeout_ms}")
@@ -443,7 +446,7 @@ def check_sub_params(params: tuple[bytes, ...]) -> tuple[str, str]:
     if len(params) < 2:
         raise ProtocolError(E_INVALID, "SUB insufficient number of parameters")
     if not is_valid_topic_name(params[0]):
-        raise ProtocolError(E_BAD_TOPIC, f"SUB topic name {params[0]!r} is not valid")
+        raise ProtocolError(E_BAD_TOPIC, f"SUB topic name {quoted(params[0])} is not valid")
     if not is_valid_channel_name(params[1]):
-        raise ProtocolError(E_BAD_CHANNEL, f"SUB channel name {params[1]!r} is not valid")
+        raise ProtocolError(E_BAD_CHANNEL, f"SUB channel name {quoted(params[1])} is not valid")
     return params[0].decode("ascii"), params[1].decode("ascii")

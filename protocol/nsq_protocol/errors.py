@@ -18,7 +18,7 @@ E_AUTH_FIRST = "E_AUTH_FIRST"
 E_AUTH_DISABLED = "E_AUTH_DISABLED"
 E_UNAUTHORIZED = "E_UNAUTHORIZED"
 E_IDENTIFY_FAILED = "E_IDENTIFY_FAILED"
-E_TOO_MANY_CHANNEL_CONSUMERS = "E_TOO_MANY_CHANNEL_CONSUMERS"
+E_SUB_FAILED = "E_SUB_FAILED"
 
 # nsqd keeps the connection open after these; every other error closes it.
 NON_FATAL_CODES = frozenset({E_FIN_FAILED, E_REQ_FAILED, E_TOUCH_FAILED})
@@ -38,5 +38,9 @@ class ProtocolError(Exception):
 
     @property
     def wire_text(self) -> bytes:
-        """The error frame's payload: ``CODE description``."""
-        return str(self).encode("utf-8", "replace")
+        """The error frame's payload: ``CODE description``; client bytes that are not
+        UTF-8 (kept by ``gotext.raw``) go back out as they came, as Go's nsqd sends them."""
+        try:
+            return str(self).encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            return str(self).encode("utf-8", "replace")

@@ -27,9 +27,6 @@ class IdentifyRequest(BaseModel):
     deflate_level: int | None = None
     sample_rate: int | None = None
     msg_timeout: int | None = None
-    # deprecated spellings of client_id / hostname that old clients still send
-    short_id: str | None = None
-    long_id: str | None = None
 
     @classmethod
     def parse(cls, body: bytes) -> "IdentifyRequest":
@@ -100,9 +97,11 @@ def _bad(message: str) -> ProtocolError:
     return ProtocolError(E_BAD_BODY, f"IDENTIFY {message}")
 
 
-def negotiate(req: IdentifyRequest, limits: ServerLimits, default_name: str = "") -> Negotiated:
+def negotiate(req: IdentifyRequest, limits: ServerLimits) -> Negotiated:
     """Apply nsqd's rules: ``0`` keeps the server default, ``-1`` disables where allowed,
-    anything else must lie within the server's bounds (else ``E_BAD_BODY``)."""
+    anything else must lie within the server's bounds (else ``E_BAD_BODY``). The names
+    are what the client sent, empty when it sent none (nsqd v1.3.0 reads no other key;
+    the names it had before IDENTIFY are replaced either way)."""
     heartbeat = limits.heartbeat_interval_ms
     desired = req.heartbeat_interval or 0
     if desired == -1:
@@ -154,8 +153,8 @@ def negotiate(req: IdentifyRequest, limits: ServerLimits, default_name: str = ""
         raise ProtocolError(E_IDENTIFY_FAILED, "cannot enable both deflate and snappy compression")
 
     return Negotiated(
-        client_id=req.client_id or req.short_id or default_name,
-        hostname=req.hostname or req.long_id or default_name,
+        client_id=req.client_id or "",
+        hostname=req.hostname or "",
         user_agent=req.user_agent or "",
         feature_negotiation=negotiating,
         heartbeat_interval_ms=heartbeat,

@@ -12,6 +12,7 @@ import pytest
 
 from tests.broker.wire import WireConn
 from tests.conftest import Servers
+from tests.reference import FLAVOURS, GoNsqd, flavour_or_skip
 from tests.servers import Nsqd
 
 Connect = Callable[..., WireConn]
@@ -43,6 +44,31 @@ def nsqd(session_servers: Servers) -> Nsqd:
 def limited(session_servers: Servers) -> Nsqd:
     """nsqd started with LIMITED_FLAGS, shared like ``nsqd``."""
     return session_servers.nsqd(**LIMITED_FLAGS)
+
+
+@pytest.fixture(scope="session")
+def go_nsqd(session_servers: Servers) -> Nsqd:
+    """Go's nsqd v1.3.0 with default flags (tests/reference.py), shared like ``nsqd``."""
+    flavour_or_skip("go")
+    return session_servers.nsqd(kind=GoNsqd)
+
+
+@pytest.fixture(scope="session")
+def go_limited(session_servers: Servers) -> Nsqd:
+    flavour_or_skip("go")
+    return session_servers.nsqd(kind=GoNsqd, **LIMITED_FLAGS)
+
+
+@pytest.fixture(params=FLAVOURS)
+def each_nsqd(request: pytest.FixtureRequest) -> Nsqd:
+    """``nsqd``, then Go's (``go_nsqd``): a test taking it holds for both."""
+    return request.getfixturevalue("nsqd" if request.param == "ours" else "go_nsqd")
+
+
+@pytest.fixture(params=FLAVOURS)
+def each_limited(request: pytest.FixtureRequest) -> Nsqd:
+    """``limited``, then Go's nsqd with the same flags."""
+    return request.getfixturevalue("limited" if request.param == "ours" else "go_limited")
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import pytest
 from nsqd import cli
 from nsqd.options import NsqdOptions
 from tests.broker.wire import WireConn
-from tests.servers import BIN, http, wait_for
+from tests.servers import BIN, http, request, wait_for
 
 NSQD = str(BIN / "nsqd")
 
@@ -75,9 +75,9 @@ class Running:
         return self.log_path.read_text(errors="replace")
 
     def config(self, opt: str) -> object:
-        status, body = http("GET", f"http://127.0.0.1:{self.http_port}/config/{opt}")
-        assert status == 200, (opt, status, body)
-        return json.loads(body)
+        answer = request("GET", f"http://127.0.0.1:{self.http_port}/config/{opt}")
+        assert answer.status == 200, (opt, answer.status, answer.body)
+        return answer.value()
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 10) -> tuple[int, float]:
         started = time.monotonic()
@@ -283,7 +283,7 @@ def test_go_flag_syntax_config_file_and_port_zero(start, tmp_path: Path) -> None
     # from the flags, over the file
     assert nsqd.config("max_rdy_count") == 10
     assert nsqd.config("nsqlookupd_tcp_addresses") == ["127.0.0.1:1", "127.0.0.1:2"]
-    assert nsqd.config("log_level") == "info"
+    assert nsqd.config("log_level") == 2  # Go's number for info
     # Go's syntax
     assert nsqd.config("mem_queue_size") == 77
     assert nsqd.config("snappy") is False and nsqd.config("deflate") is False

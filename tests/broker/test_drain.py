@@ -125,6 +125,25 @@ def test_accept_publishes_flag_keeps_them_for_the_restart(servers: Servers, conn
     assert sorted(m.body for m in after.read_messages(2)) == [b"over-http", b"over-tcp"]
 
 
+def test_a_consumers_own_cls_during_a_drain_is_confirmed_and_its_fin_still_counts(
+        servers: Servers, connect: Connect, topic: str) -> None:
+    # the drain put the consumer in CLOSING first; its own CLS must not cost it the FIN of
+    # the message it holds
+    nsqd = servers.nsqd(drain_timeout="30s")
+    nsqd.post(f"/pub?topic={topic}", b"held")
+    sub = subscribe(connect, nsqd, topic, "c", rdy=1)
+    held = sub.read_message()
+    assert nsqd.post("/drain").status == 200
+    sub.cls()
+    sub.expect_response(b"CLOSE_WAIT")
+    sub.fin(held.id)
+    sub.nop()
+    wait_for(lambda: nsqd.get_json("/drain")["in_flight"] == 0, 5, message="the FIN during the drain")
+    assert exit_code(nsqd, 10) == 0
+    nsqd.start()
+    assert nsqd.channel(topic, "c")["depth"] == 0  # type: ignore[index]
+
+
 def test_consumer_without_cls_is_disconnected_once_its_in_flight_settles(
         servers: Servers, connect: Connect, topic: str) -> None:
     lookupd = servers.lookupd()

@@ -58,22 +58,6 @@ def test_rdy_after_cls_is_ignored_and_fin_still_works(nsqd: Nsqd, consumer: Cons
     assert nsqd.channel(topic, "ch")["depth"] == 1  # type: ignore[index]
 
 
-def test_cls_while_closing_is_confirmed_again_and_fin_still_works(nsqd: Nsqd, consumer: Consumer,
-                                                                  publish: Publish, topic: str) -> None:
-    # a draining nsqd puts its consumers in CLOSING; their own CLS must not cost them their FINs
-    publish(nsqd, topic, b"held")
-    conn = consumer(nsqd, topic, "ch", rdy=1)
-    msg = conn.read_message()
-    conn.cls()
-    conn.expect_response(CLOSE_WAIT)
-    conn.cls()
-    conn.expect_response(CLOSE_WAIT)
-    conn.fin(msg.id)
-    conn.nop()
-    wait_for(lambda: nsqd.channel(topic, "ch")["in_flight_count"] == 0)  # type: ignore[index]
-    assert nsqd.channel(topic, "ch")["depth"] == 0  # type: ignore[index]
-
-
 def test_commands_after_cls(nsqd: Nsqd, consumer: Consumer, topic: str) -> None:
     conn = consumer(nsqd, topic, "ch", rdy=1)
     conn.cls()
@@ -176,7 +160,8 @@ def test_max_channel_consumers(limited: Nsqd, consumer: Consumer, connect: Conne
     consumer(limited, topic, "ch")
     third = connect(limited)
     third.sub(topic, "ch")
-    third.expect_fatal("E_TOO_MANY_CHANNEL_CONSUMERS")
+    frame = third.expect_fatal("E_SUB_FAILED")
+    assert frame.data == f"E_SUB_FAILED SUB failed consumers for {topic}:ch exceeds limit of 2".encode()
     consumer(limited, topic, "another")  # the limit is per channel
 
 

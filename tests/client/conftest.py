@@ -7,7 +7,6 @@ reason, where no Go nsqd is present).
 """
 from __future__ import annotations
 
-import itertools
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
@@ -18,19 +17,13 @@ from tests.conftest import Servers
 from tests.reference import FLAVOURS, GoNsqd, flavour_or_skip
 from tests.servers import Nsqd
 
-_numbers = itertools.count()
 
 StartNsqd = Callable[..., Nsqd]
 
 
 def nsqd_starter(servers: Servers, flavour: str) -> StartNsqd:
-    def start(**flags: Any) -> Nsqd:
-        if flavour == "ours":
-            return servers.nsqd(**flags)
-        server = GoNsqd(servers.root / f"go-nsqd{next(_numbers)}", {k.replace("_", "-"): v for k, v in flags.items()})
-        servers.started.append(server)
-        return server.start()  # type: ignore[return-value]
-    return start
+    kind = Nsqd if flavour == "ours" else GoNsqd
+    return lambda **flags: servers.nsqd(kind=kind, **flags)
 
 
 @pytest.fixture(params=FLAVOURS)

@@ -140,7 +140,7 @@ async def test_stop_fails_unanswered_publishes_instead_of_hanging(small_nsqd: Ns
     nsqd = small_nsqd
     producer = Producer(nsqd.tcp_address, Config(read_timeout=30, heartbeat_interval=10))
     await producer.publish(topic, b"answered")
-    nsqd.signal(signal.SIGSTOP)  # nsqd reads nothing and answers nothing until SIGCONT
+    await asyncio.to_thread(nsqd.freeze)  # nsqd reads nothing and answers nothing until SIGCONT
     try:
         waiting = [producer.publish_nowait(topic, b"m%d" % i) for i in range(10)]
         done, _ = await asyncio.wait(waiting, timeout=0.3)

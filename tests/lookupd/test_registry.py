@@ -47,7 +47,7 @@ def test_unregister_topic_takes_the_peers_channels_with_it() -> None:
     assert reg.channels("t") == ["c"], "names stay known"
 
 
-def test_ephemeral_names_go_with_their_last_producer() -> None:
+def test_ephemeral_names_go_when_their_last_producer_unregisters_them() -> None:
     reg = with_peers(1, 2)
     reg.register(peer(1).id, "t", "tmp#ephemeral")
     reg.register(peer(2).id, "t", "tmp#ephemeral")
@@ -60,6 +60,19 @@ def test_ephemeral_names_go_with_their_last_producer() -> None:
     assert reg.lookup("e#ephemeral", 0.0) is None
 
 
+def test_ephemeral_names_stay_known_when_producers_leave_otherwise() -> None:
+    # as Go's lookupd: a disconnect, or UNREGISTER of the topic (for its channels), only
+    # removes the producer; the name stays known with none
+    reg = with_peers(1, 2)
+    reg.register(peer(1).id, "e#ephemeral")
+    reg.register(peer(2).id, "t", "tmp#ephemeral")
+    reg.remove_peer(peer(1).id)
+    found = reg.lookup("e#ephemeral", 0.0)
+    assert found is not None and found.producers == []
+    reg.unregister(peer(2).id, "t")
+    assert reg.channels("t") == ["tmp#ephemeral"]
+
+
 def test_disconnect_drops_every_registration_of_the_peer_only() -> None:
     reg = with_peers(1, 2)
     reg.register(peer(1).id, "t", "c")
@@ -68,7 +81,7 @@ def test_disconnect_drops_every_registration_of_the_peer_only() -> None:
     removed = reg.remove_peer(peer(1).id)
     assert sorted(removed, key=str) == sorted([("t", "c"), ("t", "tmp#ephemeral"), ("t", None)], key=str)
     assert producer_ports(reg, "t") == [4152]
-    assert reg.channels("t") == ["c"]
+    assert reg.channels("t") == ["c", "tmp#ephemeral"]
     assert [n.info.id for n in reg.nodes(0.0)] == [peer(2).id]
     assert reg.remove_peer(peer(1).id) == []
 
