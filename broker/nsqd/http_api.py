@@ -110,11 +110,9 @@ class HttpApi:
         return await handler(request)
 
     # -- basics ---------------------------------------------------------------
-    async def ping(self, request: web.Request) -> str:
+    async def ping(self, request: web.Request) -> Reply:
         health = self.nsqd.health
-        if health != "OK":
-            raise HttpError(500, health)
-        return "OK"
+        return go_http.plain_text(200 if health == "OK" else 500, health)
 
     async def info(self, request: web.Request) -> dict[str, Any]:
         return self.nsqd.info()

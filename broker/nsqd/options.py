@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import socket
+import zlib
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -18,7 +19,8 @@ from nsq_protocol.logfmt import LOG_LEVELS, normalize_level
 
 
 def _default_node_id() -> int:
-    return int.from_bytes(hashlib.md5(socket.gethostname().encode()).digest()[:4], "big") % 1024
+    """Go nsqd's default: the CRC-32 of the hostname's MD5, modulo 1024."""
+    return zlib.crc32(hashlib.md5(socket.gethostname().encode()).digest()) % 1024
 
 
 def _flag(name: str) -> dict:

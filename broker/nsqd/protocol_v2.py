@@ -290,7 +290,7 @@ class V2Protocol(asyncio.Protocol):
         self._enforce_tls(cmd.name)
         handler = self._handlers.get(cmd.name)
         if handler is None:
-            raise ProtocolError(E.E_INVALID, f"invalid command {cmd.name.decode('utf-8', 'replace')}")
+            raise ProtocolError(E.E_INVALID, f"invalid command {raw(cmd.name)}")
         return handler(cmd)
 
     def _before_body(self, name: bytes) -> None:
@@ -305,7 +305,7 @@ class V2Protocol(asyncio.Protocol):
         client = self.client
         assert client is not None
         if self._tls_required and not client.tls:
-            raise ProtocolError(E.E_INVALID, f"cannot {name.decode('utf-8', 'replace')} in current state (TLS required)")
+            raise ProtocolError(E.E_INVALID, f"cannot {raw(name)} in current state (TLS required)")
 
     # -- IDENTIFY and AUTH ----------------------------------------------------
     def _identify(self, cmd: Command) -> Response:

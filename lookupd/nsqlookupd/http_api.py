@@ -64,8 +64,8 @@ class LookupdHttpApi:
         return app
 
     # -- handlers ------------------------------------------------------------
-    def ping(self, params: Params) -> str:
-        return "OK"
+    def ping(self, params: Params) -> Reply:
+        return go_http.plain_text(200, "OK")
 
     def info(self, params: Params) -> dict[str, Any]:
         return {"version": self.version}

@@ -7,7 +7,8 @@ status codes are the same bytes as Go's.
 - any other status: ``{"message":"CODE"}``.
 - a path with no route: 404 ``NOT_FOUND``; a route without the method: ``OPTIONS`` is 200
   with ``Allow``, any other method 405 ``METHOD_NOT_ALLOWED`` with ``Allow``.
-- every answer carries ``X-NSQ-Content-Type: nsq; version=1.0``, except OPTIONS.
+- every answer carries ``X-NSQ-Content-Type: nsq; version=1.0``, except OPTIONS and the
+  plain-text ones (``/ping``: its text with any status).
 
 A handler returns data (or :class:`Reply` for an answer of its own, such as /metrics) and
 raises :class:`HttpError` for NSQ's error codes. :func:`answer` applies all of this around
@@ -66,6 +67,12 @@ def ok(data: Any) -> Reply:
         body = data.encode() if isinstance(data, str) else data
         return Reply(200, body, {"Content-Type": TEXT_TYPE, **NSQ_CONTENT_TYPE})
     return Reply(200, go_json(data), {"Content-Type": JSON_TYPE, **NSQ_CONTENT_TYPE})
+
+
+def plain_text(status: int, text: str) -> Reply:
+    """Go's ``PlainText`` answer (``/ping``): the text with any status, no JSON, no
+    X-NSQ-Content-Type."""
+    return Reply(status, text.encode(), {"Content-Type": TEXT_TYPE})
 
 
 def error(status: int, code: str) -> Reply:

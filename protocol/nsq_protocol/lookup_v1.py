@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterator
 from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr, ValidationError
 
 from .errors import E_BAD_BODY, E_BAD_CHANNEL, E_BAD_PROTOCOL, E_BAD_TOPIC, E_INVALID, ProtocolError
+from .gotext import raw
 from .names import is_valid_channel_name, is_valid_topic_name
 
 MAGIC_V1 = b"  V1"
@@ -176,7 +177,7 @@ class V1CommandDecoder:
         self._scan = 0
         name, *params = line.split(b" ")
         if name not in COMMANDS:
-            raise ProtocolError(E_INVALID, f"invalid command {name.decode('utf-8', 'replace')}")
+            raise ProtocolError(E_INVALID, f"invalid command {raw(name)}")
         cmd = V1Command(name, tuple(params))
         if name != IDENTIFY:
             return cmd
@@ -213,14 +214,10 @@ def parse_topic_channel(cmd: V1Command) -> tuple[str, str | None]:
     topic = cmd.params[0]
     channel = cmd.params[1] if len(cmd.params) > 1 and cmd.params[1] else None
     if not is_valid_topic_name(topic):
-        raise ProtocolError(E_BAD_TOPIC, f"{label} topic name {_show(topic)!r} is not valid")
+        raise ProtocolError(E_BAD_TOPIC, f"{label} topic name '{raw(topic)}' is not valid")
     if channel is not None and not is_valid_channel_name(channel):
-        raise ProtocolError(E_BAD_CHANNEL, f"{label} channel name {_show(channel)!r} is not valid")
+        raise ProtocolError(E_BAD_CHANNEL, f"{label} channel name '{raw(channel)}' is not valid")
     return topic.decode("ascii"), None if channel is None else channel.decode("ascii")
-
-
-def _show(name: bytes) -> str:
-    return name.decode("utf-8", "replace")
 
 
 class PeerIdentity(BaseModel):
