@@ -25,6 +25,9 @@ $(CHECKOV):
 
 # Spark runs on a JVM: Java 17 from Debian's packages where none is installed (needs root).
 # nsqadmin's page tests drive Debian's headless Chromium; without root they skip, saying why.
+# The /metrics tests run Prometheus' own linter, promtool, taken out of Debian's prometheus
+# package into the venv (installing the package would also start a Prometheus server);
+# without it they skip, saying why.
 $(STAMP): $(BASE) $(CHECKOV)
 	@command -v java >/dev/null || { \
 	  echo "installing Java 17 for the Spark tests"; \
@@ -33,6 +36,12 @@ $(STAMP): $(BASE) $(CHECKOV)
 	  echo "installing Chromium for the nsqadmin page tests"; \
 	  { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium chromium-driver; } || \
 	  echo "could not install chromium and chromium-driver: the nsqadmin page tests will skip"; }
+	@command -v promtool >/dev/null || [ -x $(VENV)/bin/promtool ] || { \
+	  echo "fetching promtool from Debian's prometheus package for the /metrics tests"; \
+	  rm -rf $(VENV)/.prometheus-deb && mkdir $(VENV)/.prometheus-deb && cd $(VENV)/.prometheus-deb && \
+	  { apt-get download -qq prometheus 2>/dev/null || { apt-get update -qq && apt-get download -qq prometheus; }; } && \
+	  dpkg-deb -x prometheus_*.deb . && cp usr/bin/promtool ../bin/promtool && cd .. && rm -rf .prometheus-deb; } || \
+	  echo "could not fetch promtool: the promtool checks of /metrics will skip"
 	$(PY) -m pip install -q -e '.[test,spark]'
 	touch $(STAMP)
 

@@ -73,9 +73,10 @@ class LatencyWindow:
         return [pair for half in self._halves for pair in half.weighted()]
 
 
-def percentiles(windows: Iterable[LatencyWindow], wanted: list[float]) -> dict:
+def percentiles(windows: Iterable[LatencyWindow], wanted: list[float], with_sum: bool = False) -> dict:
     """/stats' ``e2e_processing_latency``: the count and each wanted quantile in
-    nanoseconds, over one channel's window or several merged (a topic's)."""
+    nanoseconds, over one channel's window or several merged (a topic's). ``with_sum``
+    adds ``sum_seconds``, the window's total (for a Prometheus summary; not in /stats)."""
     windows = list(windows)
     if not wanted or not windows:
         return {"count": 0, "percentiles": None}
@@ -85,7 +86,10 @@ def percentiles(windows: Iterable[LatencyWindow], wanted: list[float]) -> dict:
     out = []
     for q in wanted:
         out.append({"quantile": q, "value": int(_weighted_quantile(samples, total, q) * 1e9)})
-    return {"count": count, "percentiles": out}
+    result: dict = {"count": count, "percentiles": out}
+    if with_sum:
+        result["sum_seconds"] = sum(value * weight for value, weight in samples)
+    return result
 
 
 def _weighted_quantile(samples: list[tuple[float, float]], total: float, q: float) -> float:

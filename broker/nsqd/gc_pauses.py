@@ -25,17 +25,23 @@ def percentile(sorted_values: list[float], percent: float) -> float:
 
 
 class GcPauses:
-    """Durations in seconds of the interpreter's last 256 garbage collections."""
+    """Durations in seconds of the interpreter's last 256 garbage collections, and how
+    many there were and how long they took in all (for a Prometheus summary)."""
 
     def __init__(self) -> None:
         self.pauses: deque[float] = deque(maxlen=KEPT)
+        self.count = 0
+        self.total_seconds = 0.0
         self._started = 0.0
 
     def _callback(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
             self._started = time.perf_counter()
         elif self._started:
-            self.pauses.append(time.perf_counter() - self._started)
+            pause = time.perf_counter() - self._started
+            self.pauses.append(pause)
+            self.count += 1
+            self.total_seconds += pause
             self._started = 0.0
 
     def install(self) -> None:
@@ -50,6 +56,11 @@ class GcPauses:
         """``gc_pause_usec_100``, ``_99`` and ``_95`` in microseconds (0 before any pause)."""
         ordered = sorted(self.pauses)
         return {f"gc_pause_usec_{p}": int(percentile(ordered, p) * 1e6) for p in (100, 99, 95)}
+
+    def quantiles(self) -> dict[float, float]:
+        """The same three percentiles in seconds, by quantile (1, 0.99, 0.95)."""
+        ordered = sorted(self.pauses)
+        return {p / 100: percentile(ordered, p) for p in (100, 99, 95)}
 
 
 PROCESS_PAUSES = GcPauses()

@@ -70,6 +70,7 @@ SERVED_WHILE_EXITING = {("GET", "/ping"), ("GET", "/info"), ("GET", "/ready"), (
 class HttpApi:
     def __init__(self, nsqd: "NSQD") -> None:
         self.nsqd = nsqd
+        self._metrics = metrics_module.registry([metrics_module.NsqdCollector(nsqd)])
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._tls_policy, go_http.middleware(log, respond), self._exiting],
@@ -235,10 +236,9 @@ class HttpApi:
         return stats_module.render_text(doc, python, self.nsqd.started_at, time.time())
 
     async def metrics(self, request: web.Request) -> Reply:
-        """Beyond NSQ: the same numbers for Prometheus."""
-        doc = stats_module.collect(self.nsqd, include_clients=False, include_mem=True)
-        body = metrics_module.render(doc, clients=len(self.nsqd.clients), durable=self.nsqd.committer)
-        return Reply(200, body.encode(), {"Content-Type": metrics_module.CONTENT_TYPE})
+        """Beyond NSQ: the same numbers for Prometheus (metrics.py)."""
+        body, content_type = metrics_module.exposition(self._metrics, request.headers.get("Accept", ""))
+        return Reply(200, body, {"Content-Type": content_type})
 
     # -- topics ---------------------------------------------------------------
     def _existing_topic_name(self, request: web.Request, validate: bool) -> str:

@@ -25,7 +25,7 @@ def _windows(channels: list[Channel]) -> list[LatencyWindow]:
 
 
 def channel_stats(channel: Channel, include_clients: bool, percentiles: list[float],
-                  window: float) -> dict:
+                  window: float, latency_sums: bool = False) -> dict:
     clients = [c.stats() for c in channel.clients.values()] if include_clients else None
     return {
         "channel_name": channel.name,
@@ -39,19 +39,19 @@ def channel_stats(channel: Channel, include_clients: bool, percentiles: list[flo
         "client_count": len(channel.clients),
         "clients": clients,
         "paused": channel.paused,
-        "e2e_processing_latency": e2e_latency.percentiles(_windows([channel]), percentiles),
+        "e2e_processing_latency": e2e_latency.percentiles(_windows([channel]), percentiles, latency_sums),
     }
 
 
 def topic_stats(topic: Topic, channel_filter: str, include_clients: bool,
-                percentiles: list[float], window: float) -> dict | None:
+                percentiles: list[float], window: float, latency_sums: bool = False) -> dict | None:
     if channel_filter:
         chosen = [topic.channels[channel_filter]] if channel_filter in topic.channels else None
         if chosen is None:
             return None
     else:
         chosen = sorted(topic.channels.values(), key=lambda c: c.name)
-    channels = [channel_stats(c, include_clients, percentiles, window) for c in chosen]
+    channels = [channel_stats(c, include_clients, percentiles, window, latency_sums) for c in chosen]
     return {
         "topic_name": topic.name,
         "channels": channels,
@@ -61,12 +61,15 @@ def topic_stats(topic: Topic, channel_filter: str, include_clients: bool,
         "message_bytes": topic.message_bytes,
         "paused": topic.paused,
         # over every channel, whichever were asked for, as Go aggregates it
-        "e2e_processing_latency": e2e_latency.percentiles(_windows(list(topic.channels.values())), percentiles),
+        "e2e_processing_latency": e2e_latency.percentiles(_windows(list(topic.channels.values())), percentiles,
+                                                          latency_sums),
     }
 
 
 def collect(nsqd: "NSQD", topic_filter: str = "", channel_filter: str = "",
-            include_clients: bool = True, include_mem: bool = True) -> dict:
+            include_clients: bool = True, include_mem: bool = True, with_latency_sums: bool = False) -> dict:
+    """The /stats document; ``with_latency_sums`` adds each latency window's total
+    (``sum_seconds``, for /metrics; Go's /stats has no such key)."""
     opts = nsqd.options
     doc: dict[str, Any] = {"version": nsqd.version, "health": nsqd.health, "start_time": nsqd.start_time}
     topic_list: list[dict] | None = None
@@ -79,7 +82,7 @@ def collect(nsqd: "NSQD", topic_filter: str = "", channel_filter: str = "",
         topic_list = []
         for t in topics:
             s = topic_stats(t, channel_filter, include_clients, opts.e2e_processing_latency_percentiles,
-                            opts.e2e_processing_latency_window_time)
+                            opts.e2e_processing_latency_window_time, with_latency_sums)
             if s is not None:
                 topic_list.append(s)
         if include_clients:

@@ -17,7 +17,6 @@ from nsq_protocol import http_api as go_http
 from nsq_protocol.http_api import HttpError, Reply
 from nsq_protocol.http_query import QueryError, first, parse_query
 from nsq_protocol.names import is_valid_channel_name, is_valid_topic_name
-from nsq_protocol.prometheus import CONTENT_TYPE
 
 from . import metrics
 from .registry import Registry
@@ -52,8 +51,8 @@ class LookupdHttpApi:
             "/channel/create": {"POST": self.create_channel},
             "/channel/delete": {"POST": self.delete_channel},
             "/topic/tombstone": {"POST": self.tombstone_topic_producer},
-            "/metrics": {"GET": self.metrics},
         }
+        self._metrics = metrics.registry(metrics.LookupdCollector(registry, version, clock))
 
     # -- the aiohttp side ----------------------------------------------------
     def application(self) -> web.Application:
@@ -61,6 +60,7 @@ class LookupdHttpApi:
         for path, methods in self.routes.items():
             for method, handler in methods.items():
                 app.router.add_route(method, path, _with_query(handler))
+        app.router.add_get("/metrics", self.metrics, allow_head=False)
         return app
 
     # -- handlers ------------------------------------------------------------
@@ -118,10 +118,10 @@ class LookupdHttpApi:
         self.log.info("DB: setting tombstone for producer@%s of topic(%s)", node, topic)
         self.registry.tombstone(topic, node, self.clock())
 
-    def metrics(self, params: Params) -> Reply:
-        """Beyond NSQ: producers, topics and channels for Prometheus."""
-        text = metrics.render(self.registry, self.version, self.clock())
-        return Reply(200, text.encode(), {"Content-Type": CONTENT_TYPE})
+    async def metrics(self, request: web.Request) -> Reply:
+        """Beyond NSQ: producers, topics and channels for Prometheus (metrics.py)."""
+        body, content_type = metrics.exposition(self._metrics, request.headers.get("Accept", ""))
+        return Reply(200, body, {"Content-Type": content_type})
 
     def debug(self, params: Params) -> dict[str, Any]:
         """Every registration and its producers, with times in Unix nanoseconds."""

@@ -7,6 +7,7 @@ import urllib.request
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Servers
+from tests.promtool import promtool_problems
 from tests.servers import http, wait_for
 
 
@@ -48,3 +49,5 @@ def test_metrics_follow_registrations(servers: Servers, topic: str) -> None:
     after = scrape(lookupd.url("/metrics"))
     assert after[("nsqlookupd_topic_producers", labels)] == 1  # what /lookup would answer
     assert after[("nsqlookupd_producers", frozenset())] == 2
+    with urllib.request.urlopen(lookupd.url("/metrics"), timeout=10) as resp:
+        assert promtool_problems(resp.read().decode()) == ""
