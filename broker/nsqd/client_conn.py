@@ -12,11 +12,11 @@ import time
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
+from nsq_protocol.compression import StreamCodec
 from nsq_protocol.frames import FRAME_HEADER, FRAME_MESSAGE
+from nsq_protocol.host_port import join_host_port
 
 from .message import ATTEMPTS
-
-from .compression import StreamCodec
 
 if TYPE_CHECKING:
     from .auth import AuthState
@@ -42,10 +42,10 @@ class ClientConn:
         self.id = client_id
         self.transport = transport
         peer = transport.get_extra_info("peername")
-        self.remote_address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer or "")
-        host = self.remote_address.rsplit(":", 1)[0]
-        self.client_id = host
-        self.hostname = host
+        self.remote_host = str(peer[0]) if isinstance(peer, tuple) else ""
+        self.remote_address = join_host_port(self.remote_host, peer[1]) if isinstance(peer, tuple) else str(peer or "")
+        self.client_id = self.remote_host
+        self.hostname = self.remote_host
         self.user_agent = ""
         self.connect_ts = int(time.time())
 

@@ -33,6 +33,7 @@ from contextlib import closing
 import aiohttp
 
 from nsq_protocol.commands import encode_mpub_body
+from nsq_protocol.host_port import split_dial_address
 
 from . import metadata
 from .backlog import BacklogMessage, backlog_depth, read_backlog, topic_queues
@@ -58,9 +59,10 @@ def parse_targets(value: str) -> list[str]:
     for address in (part.strip() for part in value.split(",")):
         if not address:
             continue
-        host, _, port = address.rpartition(":")
-        if not host.strip("[]") or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"not host:port: {address!r}")
+        try:
+            split_dial_address(address)
+        except ValueError as e:
+            raise ValueError(f"not host:port: {address!r} ({e})") from None
         if address not in targets:
             targets.append(address)
     if not targets:

@@ -16,7 +16,7 @@ from aiohttp import web
 from nsq_protocol import errors as E
 from nsq_protocol.commands import CommandLimits
 from nsq_protocol.errors import ProtocolError
-from nsq_protocol.host_port import split_host_port
+from nsq_protocol.host_port import split_listen_address
 from nsq_protocol.identify import ServerLimits
 from nsq_protocol.names import is_ephemeral
 
@@ -42,12 +42,6 @@ from .tls import peer_common_name, server_context
 from .topic import Topic
 
 log = logging.getLogger("nsqd")
-
-
-def split_address(address: str) -> tuple[str, int]:
-    """A listen address (checked when the options were read); ``:port`` is every interface."""
-    host, port = split_host_port(address)
-    return host or "0.0.0.0", port
 
 
 class NSQD:
@@ -323,7 +317,7 @@ class NSQD:
     async def _query_auth(self, client: ClientConn) -> None:
         ssl_object = client.transport.get_extra_info("ssl_object")
         try:
-            state = await self.auth.query(client.auth_secret, client.remote_address.rsplit(":", 1)[0].strip("[]"),
+            state = await self.auth.query(client.auth_secret, client.remote_host,
                                           client.tls, peer_common_name(ssl_object))
         except AuthError as e:
             log.warning("PROTOCOL(V2): [%s] auth failed - %s", client, e)
@@ -387,7 +381,7 @@ class NSQD:
         loop = asyncio.get_running_loop()
         if self.options.busy_poll_window > 0:
             self.busy_poller = BusyPoller(loop, self.options.busy_poll_window)
-        host, port = split_address(self.options.tcp_address)
+        host, port = split_listen_address(self.options.tcp_address)
         tcp = await loop.create_server(lambda: V2Protocol(self), host, port, reuse_address=True, backlog=1024)
         self._servers.append(tcp)
         self._tcp_server = tcp
@@ -397,14 +391,14 @@ class NSQD:
         http_runner = web.AppRunner(HttpApi(self).app(), access_log=None, handle_signals=False)
         await http_runner.setup()
         self._runners.append(http_runner)
-        host, port = split_address(self.options.http_address)
+        host, port = split_listen_address(self.options.http_address)
         http = await loop.create_server(http_runner.server, host, port, reuse_address=True)
         self._servers.append(http)
         self.http_port = http.sockets[0].getsockname()[1]
         log.info("HTTP: listening on %s", _bound(http))
 
         if self.tls_context is not None and self.options.https_address:
-            host, port = split_address(self.options.https_address)
+            host, port = split_listen_address(self.options.https_address)
             https = await loop.create_server(http_runner.server, host, port, ssl=self.tls_context,
                                              reuse_address=True)
             self._servers.append(https)

@@ -28,6 +28,7 @@ from nsq_protocol.commands import (
     parse_base10,
     parse_message_id,
 )
+from nsq_protocol.compression import DeflateCodec, SnappyCodec
 from nsq_protocol.errors import ProtocolError
 from nsq_protocol.frames import FRAME_ERROR, FRAME_RESPONSE, encode_frame
 from nsq_protocol.gotext import raw
@@ -37,7 +38,6 @@ from .channel import ChannelError
 from .diskqueue import DiskQueueError
 from .group_commit import SyncError
 from .client_conn import ClientConn, ClientState
-from .compression import DeflateCodec, SnappyCodec
 
 if TYPE_CHECKING:
     from .nsqd import NSQD

@@ -9,6 +9,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from nsq_protocol.flags import format_duration
+from nsq_protocol.host_port import split_host_port
 
 from . import e2e_latency
 from .channel import Channel
@@ -120,7 +121,7 @@ def _latency(result: dict) -> str:
 
 
 def _client_line(client: dict, now: float) -> str:
-    port = client["remote_address"].rpartition(":")[2]
+    port = split_host_port(client["remote_address"])[1]
     name = f"{client['hostname']}:{port} {client['user_agent']}"
     connected = _since(client["connect_ts"], now)
     pub_counts = client.get("pub_counts")

@@ -13,6 +13,8 @@ import logging
 import socket
 from typing import Any, Callable
 
+from nsq_protocol.host_port import join_host_port, split_dial_address
+
 log = logging.getLogger("nsqd")
 
 EPHEMERAL_SUFFIX = "#ephemeral"
@@ -21,10 +23,6 @@ Line = str
 
 def host_key(address: str) -> str:
     return address.replace(".", "_").replace(":", "_")
-
-
-def join_host_port(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def expand_prefix(template: str, broadcast_address: str, http_port: int) -> str:
@@ -147,9 +145,9 @@ class StatsdPusher:
 
     async def push_once(self) -> None:
         loop = asyncio.get_running_loop()
-        host, _, port = self.address.rpartition(":")
         try:
-            infos = await loop.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_DGRAM)
+            host, port = split_dial_address(self.address)
+            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_DGRAM)
         except (OSError, ValueError) as e:
             log.error("failed to create UDP socket to statsd(%s): %s", self.address, e)
             return

@@ -14,11 +14,11 @@ from typing import Any
 
 from nsq_protocol import CLOSE_WAIT, HEARTBEAT, MAGIC_V2, OK, Frame, FrameDecoder, ProtocolError
 from nsq_protocol import commands as cmd
+from nsq_protocol.compression import StreamCodec, codec_for
 from nsq_protocol.errors import NON_FATAL_CODES
+from nsq_protocol.host_port import split_dial_address, split_host_port
 from nsq_protocol.message import decode_message
 
-from .address import split_address
-from .codecs import StreamCodec, codec_for
 from .config import Config
 from .errors import ConnectionClosedError, IdentifyError, NotConnectedError, ServerError
 from .message import Message
@@ -34,7 +34,7 @@ def _local_address(local_addr: str | None) -> tuple[str, int] | None:
     if not local_addr:
         return None
     try:
-        return split_address(local_addr)
+        return split_host_port(local_addr)
     except ValueError:
         return local_addr, 0
 
@@ -62,7 +62,7 @@ class Connection:
         self.address = address
         self.config = config
         self.delegate = delegate or ConnectionDelegate()
-        self.host, self.port = split_address(address)
+        self.host, self.port = split_dial_address(address)
         self.server_settings: dict[str, Any] = {}
         self.max_rdy = 2500
         # RDY as last sent, when it was last raised above 0, and when a message last came

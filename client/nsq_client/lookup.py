@@ -12,7 +12,8 @@ from typing import Any, Awaitable, Callable
 
 import aiohttp
 
-from .address import join_address
+from nsq_protocol.host_port import join_host_port
+
 from .admin import LookupdAdmin
 from .config import Config
 from .errors import AdminError
@@ -32,11 +33,11 @@ class NsqdNode:
 
     @property
     def tcp_address(self) -> str:
-        return join_address(self.broadcast_address, self.tcp_port)
+        return join_host_port(self.broadcast_address, self.tcp_port)
 
     @property
     def http_address(self) -> str:
-        return join_address(self.broadcast_address, self.http_port)
+        return join_host_port(self.broadcast_address, self.http_port)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "NsqdNode":

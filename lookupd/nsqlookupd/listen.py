@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import socket
 
-from nsq_protocol.host_port import split_host_port
+from nsq_protocol.host_port import join_host_port, split_listen_address
 
 
 def bind_listener(address: str, backlog: int = 1024) -> socket.socket:
     """A listening TCP socket on ``address``; an empty host means every IPv4 interface."""
-    host, port = split_host_port(address)
-    infos = socket.getaddrinfo(host or "0.0.0.0", port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    host, port = split_listen_address(address)
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     family, kind, proto, _, sockaddr = infos[0]
     sock = socket.socket(family, kind, proto)
     try:
@@ -26,8 +26,7 @@ def bind_listener(address: str, backlog: int = 1024) -> socket.socket:
 def format_address(sockname: object) -> str:
     """``host:port`` of a socket address, IPv6 hosts in brackets."""
     if isinstance(sockname, tuple) and len(sockname) >= 2:
-        host, port = sockname[0], sockname[1]
-        return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+        return join_host_port(str(sockname[0]), int(sockname[1]))
     return str(sockname)
 
 

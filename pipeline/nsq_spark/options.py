@@ -23,6 +23,7 @@ from pydantic import (
 
 from nsq_client import Config
 from nsq_protocol.flags import parse_duration
+from nsq_protocol.host_port import split_dial_address
 from nsq_protocol.names import is_valid_channel_name, is_valid_topic_name
 
 # options of nsq_client.Config a Spark user may set (the rest are the connector's own)
@@ -83,9 +84,10 @@ class _Endpoints(BaseModel):
     @classmethod
     def _host_ports(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for address in value:
-            host, sep, port = address.rpartition(":")
-            if not sep or not host or not port.isdigit():
-                raise ValueError(f"{address!r} is not a host:port address")
+            try:
+                split_dial_address(address)
+            except ValueError as e:
+                raise ValueError(f"{address!r} is not a host:port address: {e}") from None
         return value
 
     @model_validator(mode="after")

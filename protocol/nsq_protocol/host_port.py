@@ -39,6 +39,27 @@ def split_host_port(address: str) -> tuple[str, int]:
     return host, port
 
 
+def split_dial_address(address: str) -> tuple[str, int]:
+    """Where to connect: ``host:port`` with a host and a port from 1 to 65535."""
+    host, port = split_host_port(address)
+    if not host:
+        raise ValueError(f"missing host in address {address!r}")
+    if port == 0:
+        raise ValueError("port 0 cannot be connected to")
+    return host, port
+
+
+def split_listen_address(address: str) -> tuple[str, int]:
+    """Where to bind: ``host:port`` whose empty host (``:4150``) is every IPv4 interface."""
+    host, port = split_host_port(address)
+    return host or "0.0.0.0", port
+
+
+def join_host_port(host: str, port: int) -> str:
+    """Go's ``net.JoinHostPort``: ``host:port``, an IPv6 host in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def _listen_address(value: str) -> str:
     split_host_port(value)
     return value

@@ -187,7 +187,7 @@ def test_a_failed_handshake_closes_only_that_connection(tls_nsqd: TlsNsqd, pki: 
     good.negotiate_tls(pki.client_context())
     good.pub(topic_name(), b"fine")
     good.expect_ok()
-    wait_for(lambda: "\nnsq_clients 1\n" in http("GET", tls_nsqd.url("/metrics"))[1].decode(), 5,
+    wait_for(lambda: "\nnsq_clients 1.0\n" in http("GET", tls_nsqd.url("/metrics"))[1].decode(), 5,
              message="only the good client left")
     assert "IDENTIFY failed" in tls_nsqd.log() and "Traceback" not in tls_nsqd.log()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ssl
 from typing import Any
 
-from nsqd.compression import DeflateCodec, SnappyCodec
+from nsq_protocol.compression import DeflateCodec, SnappyCodec
 from tests.broker.wire import WireConn
 
 

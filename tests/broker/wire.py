@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 from nsq_protocol import HEARTBEAT, MAGIC_V2, OK, Frame, FrameDecoder, WireMessage, decode_message
 from nsq_protocol import commands as cmd
-from nsqd.compression import DeflateCodec, SnappyCodec, StreamCodec
+from nsq_protocol.compression import DeflateCodec, SnappyCodec, StreamCodec
 
 Address = tuple[str, int]
 

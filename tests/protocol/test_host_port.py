@@ -3,9 +3,12 @@ of address options built on it."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
-from nsq_protocol.host_port import BroadcastHost, DialAddress, ListenAddress, OptionalDialAddress, split_host_port
+from nsq_protocol.host_port import (BroadcastHost, DialAddress, ListenAddress, OptionalDialAddress, join_host_port,
+                                    split_dial_address, split_host_port, split_listen_address)
 
 
 @pytest.mark.parametrize("address,expected", [
@@ -56,3 +59,21 @@ def test_each_kind_of_address_option() -> None:
     for bad in ("", "nsqd-0:4150", "[::1]", "two words", "http://nsqd"):
         with pytest.raises(ValidationError):
             broadcast.validate_python(bad)
+
+
+def test_dial_and_listen_addresses_and_joining() -> None:
+    assert split_dial_address("[::1]:4150") == ("::1", 4150)
+    with pytest.raises(ValueError, match="missing host"):
+        split_dial_address(":4150")
+    with pytest.raises(ValueError, match="port 0"):
+        split_dial_address("127.0.0.1:0")
+    assert split_listen_address(":4150") == ("0.0.0.0", 4150)
+    assert split_listen_address("[::]:0") == ("::", 0)
+    assert join_host_port("::1", 4150) == "[::1]:4150"
+    assert join_host_port("nsqd-0.nsqd", 4150) == "nsqd-0.nsqd:4150"
+
+
+@given(host=st.one_of(st.ip_addresses().map(str), st.from_regex(r"[a-z][a-z0-9.-]{0,20}", fullmatch=True)),
+       port=st.integers(1, 65535))
+def test_join_then_split_gives_back_host_and_port(host: str, port: int) -> None:
+    assert split_dial_address(join_host_port(host, port)) == (host, port)
