@@ -165,7 +165,17 @@ class NsqdAdmin(_HttpApi):
         return dict(await self._json("GET", "/drain"))
 
     async def get_config(self, option: str) -> Any:
-        return await self._json("GET", f"/config/{option}")
+        """The option's value: a string option comes back as text (nsqd answers it
+        so), anything else as JSON (durations in nanoseconds, ``log_level`` as Go's number)."""
+        url = self.url + f"/config/{option}"
+        async with self._client().get(url, headers={"Accept": NSQ_ACCEPT}, ssl=self._ssl,
+                                      timeout=self._timeout) as resp:
+            data = await resp.read()
+            if resp.status != 200:
+                raise AdminError(resp.status, _error_code(data), url)
+            if resp.content_type == "application/json":
+                return json.loads(data)
+            return data.decode("utf-8", "replace")
 
     async def set_config(self, option: str, value: str | list[str]) -> None:
         """nsqd takes ``log_level`` as a bare string and ``nsqlookupd_tcp_addresses`` as a
