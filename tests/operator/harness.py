@@ -192,7 +192,7 @@ class OperatorUnderTest:
 
     def topic_on(self, pod: str, topic: str) -> dict[str, Any] | None:
         stats = self.pod_json(pod, f"/stats?format=json&topic={topic}")
-        return next((t for t in stats["topics"] if t["topic_name"] == topic), None)
+        return next((t for t in stats["topics"] or [] if t["topic_name"] == topic), None)
 
     def channel_on(self, pod: str, topic: str, channel: str) -> dict[str, Any] | None:
         found = self.topic_on(pod, topic)
