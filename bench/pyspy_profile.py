@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fleet  # noqa: E402
 import loadgen  # noqa: E402
 from run import OURS, Server  # noqa: E402
 
@@ -39,6 +40,8 @@ def load(name: str, address: str, scale: float) -> None:
         total = n(300000)
         loadgen.mpub(address, topic, total, 200)
         loadgen.consume(address, topic, "c", total)
+    elif name == "consumers":
+        fleet.consumers(address, topic, [f"c{i}" for i in range(10)], n(5000), 10_000)
     else:
         raise ValueError(f"unknown workload {name}")
 
@@ -71,7 +74,7 @@ def summarise(raw: Path, top: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("workload", choices=["pub_sync", "pub_pipelined", "mpub_100", "consume"])
+    parser.add_argument("workload", choices=["pub_sync", "pub_pipelined", "mpub_100", "consume", "consumers"])
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--out", default="")
     parser.add_argument("--top", type=int, default=25)

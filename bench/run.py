@@ -1,7 +1,7 @@
 """nsqd benchmarks: prints figures, asserts nothing.
 
     .venv/bin/python bench/run.py [--runs 3] [--scale 1.0] [--only pub_sync,mpub]
-    NSQD_REF=/path/to/go/nsqd .venv/bin/python bench/run.py   # adds the reference and ratios
+    NSQD_REF=/path/to/go/nsqd .venv/bin/python bench/run.py   # another reference (default: ../shared's Go nsqd)
 
 Every workload runs in load-generator processes separate from nsqd (so client and server
 do not share a core), against a fresh nsqd each run; a row is the median of the runs.
@@ -10,18 +10,11 @@ nsqd's peak RSS and CPU seconds are read from /proc while it runs.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
-import os
 import shlex
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
-import threading
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -29,93 +22,7 @@ from typing import Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import loadgen  # noqa: E402
 
-HOST = "127.0.0.1"
-OURS = str(Path(sys.executable).parent / "nsqd")
-
-
-def free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """One nsqd process, watched for peak RSS and CPU time."""
-
-    def __init__(self, command: str, flags: list[str]) -> None:
-        self.tmp = tempfile.TemporaryDirectory(prefix="nsq-bench-")
-        self.tcp, self.http = free_port(), free_port()
-        argv = shlex.split(command) + [f"--tcp-address={HOST}:{self.tcp}", f"--http-address={HOST}:{self.http}",
-                                       f"--data-path={self.tmp.name}", *flags]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     start_new_session=True)
-        self.peak_rss = 0
-        self._stop = threading.Event()
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://{HOST}:{self.http}/ping", timeout=1):
-                    break
-            except OSError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise RuntimeError(f"{command} did not start")
-                time.sleep(0.05)
-        self.cpu0 = self.cpu_seconds()
-        threading.Thread(target=self._watch, daemon=True).start()
-
-    @property
-    def address(self) -> str:
-        return f"{HOST}:{self.tcp}"
-
-    def rss(self) -> int:
-        try:
-            with open(f"/proc/{self.proc.pid}/statm") as f:
-                return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-        except OSError:
-            return 0
-
-    def cpu_seconds(self) -> float:
-        try:
-            with open(f"/proc/{self.proc.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except OSError:
-            return 0.0
-
-    def _watch(self) -> None:
-        while not self._stop.wait(0.05):
-            self.peak_rss = max(self.peak_rss, self.rss())
-
-    def post(self, path: str, body: bytes = b"") -> None:
-        urllib.request.urlopen(urllib.request.Request(f"http://{HOST}:{self.http}{path}", data=body,
-                                                      method="POST"), timeout=30).read()
-
-    def wait_drained(self, topic: str, timeout: float = 120.0) -> None:
-        """Until the topic and all its channels hold nothing, queued or in flight."""
-        deadline = time.monotonic() + timeout
-        url = f"http://{HOST}:{self.http}/stats?format=json&topic={topic}"
-        while True:
-            with urllib.request.urlopen(url, timeout=30) as resp:
-                topics = json.load(resp)["topics"]
-            if all(t["depth"] == 0 and all(c["depth"] == 0 and c["in_flight_count"] == 0 for c in t["channels"])
-                   for t in topics):
-                return
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{topic} still holds messages after {timeout}s")
-            time.sleep(0.05)
-
-    def close(self) -> float:
-        cpu = self.cpu_seconds() - self.cpu0
-        self._stop.set()
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-        self.tmp.cleanup()
-        return cpu
+from nsqd_proc import HOST, OURS, Server, free_port, reference_nsqd  # noqa: E402,F401  (others import them from here)
 
 
 def _in_process(fn: Callable[..., dict], *args: object) -> "mp.pool.AsyncResult[dict]":
@@ -140,6 +47,7 @@ class Result:
     rss_mib: float
     cpu_s: float
     memory: Memory | None = None
+    cpu_us: float = 0.0  # nsqd CPU per message in the measured phase (after any preload)
 
 
 def run_workload(name: str, command: str, scale: float, extra_flags: list[str]) -> Result:
@@ -148,6 +56,7 @@ def run_workload(name: str, command: str, scale: float, extra_flags: list[str]) 
     server = Server(command, flags)
     latencies: list[float] = []
     memory: Memory | None = None
+    mark = server.cpu_seconds()
     try:
         topic = f"bench-{name}"
         if name == "pub_sync":
@@ -168,6 +77,7 @@ def run_workload(name: str, command: str, scale: float, extra_flags: list[str]) 
         elif name == "consume":
             total = n(300000)
             _in_process(loadgen.mpub, server.address, topic, total, 200).get()
+            mark = server.cpu_seconds()
             r = _in_process(loadgen.consume, server.address, topic, "c", total).get()
             count, seconds = r["messages"], r["seconds"]
         elif name == "fanout_3":
@@ -201,12 +111,13 @@ def run_workload(name: str, command: str, scale: float, extra_flags: list[str]) 
             memory = Memory(idle / 2**20, queued / 2**20, server.rss() / 2**20, (queued - idle) / count)
         else:
             raise ValueError(f"unknown workload {name}")
+        phase_cpu = server.cpu_seconds() - mark
     finally:
         cpu = server.close()
     latencies.sort()
     pick = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000 if latencies else None  # noqa: E731
     return Result(count / seconds, count * loadgen.BODY_SIZE / seconds / 2**20, pick(0.5), pick(0.99),
-                  server.peak_rss / 2**20, cpu, memory)
+                  server.peak_rss / 2**20, cpu, memory, phase_cpu / count * 1e6)
 
 
 WORKLOADS = ["pub_sync", "pub_pipelined", "mpub_100", "mpub_200", "dpub", "consume", "fanout_3", "mixed",
@@ -240,7 +151,8 @@ def main() -> None:
     parser.add_argument("--flags", default="", help="extra nsqd flags for every run, e.g. --sync-before-ack")
     args = parser.parse_args()
     names = [w for w in WORKLOADS if not args.only or w in args.only.split(",")]
-    servers = [("ours", OURS)] + ([("ref", os.environ["NSQD_REF"])] if os.environ.get("NSQD_REF") else [])
+    ref = reference_nsqd()
+    servers = [("ours", OURS)] + ([("ref", ref)] if ref else [])
     extra = shlex.split(args.flags)
     print(f"{'workload':<16}{'server':<6}{'msgs/s':>10}{'MiB/s':>8}{'p50 ms':>8}{'p99 ms':>8}"
           f"{'peak RSS MiB':>14}{'cpu s':>7}{'ours/ref':>9}")

@@ -45,7 +45,7 @@ def load_options(argv: Sequence[str]) -> NsqdOptions | int:
         return 2
 
 
-async def serve(options: NsqdOptions) -> None:
+async def serve(options: NsqdOptions) -> int:
     from .nsqd import NSQD
 
     nsqd = NSQD(options)
@@ -68,6 +68,7 @@ async def serve(options: NsqdOptions) -> None:
     if signalled_early:
         nsqd.drain.on_signal()
     await nsqd.wait_stopped()
+    return 1 if nsqd.load_error is not None else 0  # a failed load is logged where it failed
 
 
 def install_event_loop() -> None:
@@ -95,14 +96,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     install_event_loop()
     tune_gc()
     try:
-        asyncio.run(serve(result))
+        return asyncio.run(serve(result))
     except OSError as e:
         log.critical("failed to start: %s", e)
         return 1
     except ValueError as e:
         log.critical("%s", e)
         return 1
-    return 0
 
 
 if __name__ == "__main__":

@@ -32,7 +32,10 @@ def deferrals_path(data_path: str | os.PathLike[str], queue_name: str) -> Path:
 
 
 class DeferralStore:
-    def __init__(self, path: Path, *, journaled: bool, logger: logging.Logger | None = None) -> None:
+    def __init__(self, path: Path, *, journaled: bool, logger: logging.Logger | None = None,
+                 file_exists: bool | None = None) -> None:
+        """``file_exists``: whether the sidecar is there, when the caller knows (saves a
+        look per queue); None: look."""
         self._path = path
         self._journaled = journaled
         self._log = logger or logging.getLogger(__name__)
@@ -42,7 +45,9 @@ class DeferralStore:
         self._unsynced = False
         self._new_file = False
         self._closed = False
-        self._load()
+        self._file_may_exist = file_exists is not False
+        if self._file_may_exist:
+            self._load()
         if journaled:
             self._rewrite()
 
@@ -109,7 +114,8 @@ class DeferralStore:
 
     def _load(self) -> None:
         try:
-            raw = self._path.read_bytes()
+            with open(self._path, "rb") as f:
+                raw = f.read()
         except FileNotFoundError:
             return
         except OSError as error:
@@ -139,9 +145,10 @@ class DeferralStore:
         self._lines = len(self._due_ms)
         try:
             if not self._due_ms:
-                if self._path.exists():
+                if self._file_may_exist and self._path.exists():
                     self._path.unlink()
                     self._sync_directory()
+                self._file_may_exist = False
                 return
             data = "".join(f"{msg_id.hex()} {due}\n" for msg_id, due in self._due_ms.items()).encode("ascii")
             temp = self._path.with_name(f"{self._path.name}.{random.getrandbits(62)}.tmp")
@@ -152,6 +159,7 @@ class DeferralStore:
             finally:
                 os.close(fd)
             os.replace(temp, self._path)
+            self._file_may_exist = True
             self._sync_directory()
         except OSError as error:
             self._log.error("DEFERRALS: cannot write %s: %s", self._path, error)
@@ -165,6 +173,7 @@ class DeferralStore:
 
     def _open_journal(self) -> None:
         self._new_file = not self._path.exists()
+        self._file_may_exist = True
         self._fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
 
     def _close_journal(self) -> None:

@@ -57,6 +57,18 @@ def write_metadata_file(path: Path, encoded: bytes) -> None:
         raise DiskQueueError(f"persisting metadata {path} failed: {error}") from error
 
 
+def _read_small_file(path: str) -> bytes:
+    """The whole of a file of a few hundred bytes at most (cheaper than pathlib's read)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        parts = []
+        while chunk := os.read(fd, 4096):
+            parts.append(chunk)
+        return b"".join(parts)
+    finally:
+        os.close(fd)
+
+
 def _segment_file(directory: Path, name: str, file_num: int) -> Path:
     return directory / f"{name}.diskqueue.{file_num:06d}.dat"
 
@@ -65,6 +77,7 @@ def _meta_file(directory: Path, name: str) -> Path:
     return directory / f"{name}.diskqueue.meta.dat"
 
 
+# compiled when a queue lists the directory (rarely), not for each queue opened
 def _segment_pattern(name: str) -> re.Pattern[str]:
     return re.compile(re.escape(name) + r"\.diskqueue\.([0-9]{6,})\.dat")
 
@@ -161,7 +174,9 @@ class DiskQueue:
     (nsqd passes 26 and ``--max-msg-size`` + 26). ``sync_every``: fsync after that many
     puts and gets together (0 or 1: after each). ``sync_timeout`` (seconds): the owner
     calls ``sync_if_due`` periodically, which syncs when something changed and the last
-    sync is at least that old.
+    sync is at least that old. ``segments``: the numbers of this queue's segment files, sorted,
+    when the caller has listed the directory already (nsqd lists it once for every queue
+    it opens at start); else the open lists it.
     """
 
     def __init__(
@@ -175,6 +190,7 @@ class DiskQueue:
         sync_every: int,
         sync_timeout: float,
         logger: logging.Logger | None = None,
+        segments: list[int] | None = None,
     ) -> None:
         if max_bytes_per_file <= 0:
             raise ValueError(f"max_bytes_per_file must be positive, got {max_bytes_per_file}")
@@ -184,7 +200,7 @@ class DiskQueue:
             raise ValueError("sync_every and sync_timeout must not be negative")
         self._name = name
         self._dir = Path(data_path)
-        if not self._dir.is_dir():
+        if segments is None and not self._dir.is_dir():  # else the caller listed the directory
             raise DiskQueueError(f"data path {self._dir} is not a directory")
         self._max_bytes_per_file = max_bytes_per_file
         self._min_msg_size = min_msg_size
@@ -192,8 +208,6 @@ class DiskQueue:
         self._sync_every = sync_every
         self._sync_timeout = sync_timeout
         self._log = logger or logging.getLogger(__name__)
-        self._segment_name = _segment_pattern(name)
-        self._own_file_name = _own_file_pattern(name)
 
         self._depth = 0
         self._read_file = 0
@@ -204,11 +218,12 @@ class DiskQueue:
         self._reader: _SegmentReader | None = None
         self._reader_end: int | None = None  # size of a finished read segment, once known
         self._ops_since_sync = 0
-        self._dirty = False
+        self._dirty = False  # written or read since the last fsync
+        self._meta_on_disk: _Metadata | None = None  # what the metadata file holds, when known
         self._last_sync = time.monotonic()
         self._closed = False
         try:
-            self._open()
+            self._open(segments if segments is not None else self._segment_numbers())
         except OSError as error:
             raise DiskQueueError(f"opening disk queue {name} in {self._dir} failed: {error}") from error
 
@@ -298,19 +313,24 @@ class DiskQueue:
         ``now`` is ``time.monotonic()``. Errors are logged, not raised: this is the
         owner's periodic housekeeping.
         """
-        if self._closed or not self._dirty or now - self._last_sync < self._sync_timeout:
+        if not self.sync_due(now):
             return
         try:
             self._sync()
         except DiskQueueError as error:
             self._log.error("DISKQUEUE(%s): periodic sync failed: %s", self._name, error)
 
+    def sync_due(self, now: float) -> bool:
+        """Whether ``sync_if_due(now)`` would sync."""
+        return not self._closed and self._dirty and now - self._last_sync >= self._sync_timeout
+
     def close(self) -> None:
         """Sync and close the files; the data stays for the next open."""
         if self._closed:
             return
         try:
-            self._flush_to_disk()
+            if self._dirty or self._current_metadata() != self._meta_on_disk:
+                self._flush_to_disk()  # else all is on disk already: an idle queue costs no fsync
         finally:
             self._close_reader()
             self._close_writer()
@@ -335,31 +355,28 @@ class DiskQueue:
 
     def _segment_numbers(self) -> list[int]:
         numbers = []
+        pattern = _segment_pattern(self._name)
         for entry in os.scandir(self._dir):
-            match = self._segment_name.fullmatch(entry.name)
+            match = pattern.fullmatch(entry.name)
             if match is not None:
                 numbers.append(int(match.group(1)))
         return sorted(numbers)
 
     def _own_files(self) -> list[Path]:
-        return [
-            Path(entry.path)
-            for entry in os.scandir(self._dir)
-            if self._own_file_name.fullmatch(entry.name) is not None
-        ]
+        pattern = _own_file_pattern(self._name)
+        return [Path(entry.path) for entry in os.scandir(self._dir) if pattern.fullmatch(entry.name) is not None]
 
     # ---------------------------------------------------------------- opening / recovery
 
-    def _open(self) -> None:
+    def _open(self, segments: list[int]) -> None:
         meta_path = self._meta_path()
         try:
-            raw: bytes | None = meta_path.read_bytes()
+            raw: bytes | None = _read_small_file(str(meta_path))
         except FileNotFoundError:
             raw = None
         except OSError as error:
             self._log.warning("DISKQUEUE(%s): cannot read metadata %s: %s", self._name, meta_path, error)
             raw = b""
-        segments = self._segment_numbers()
         if raw is None:
             if segments:
                 self._log.warning(
@@ -378,6 +395,7 @@ class DiskQueue:
             self._rename(meta_path, bad_path)
             self._rebuild_from_segments(segments)
             return
+        self._meta_on_disk = meta
         self._depth = meta.depth
         self._read_file, self._read_pos = meta.read_file, meta.read_pos
         self._write_file, self._write_pos = meta.write_file, meta.write_pos
@@ -396,10 +414,12 @@ class DiskQueue:
         """Never write over data the metadata does not know about (a crash before a sync)."""
         problems = []
         write_path = self._segment_path(self._write_file)
-        try:
-            size: int | None = write_path.stat().st_size
-        except FileNotFoundError:
-            size = None
+        size: int | None = None
+        if self._write_file in segments:
+            try:
+                size = os.stat(write_path).st_size
+            except FileNotFoundError:
+                pass
         if size is None and self._write_pos > 0:
             problems.append(f"write segment {write_path} is missing (metadata write pos {self._write_pos})")
         elif size is not None and size != self._write_pos:
@@ -671,7 +691,8 @@ class DiskQueue:
                 ) from error
         self._persist_metadata()
         self._ops_since_sync = 0
-        self._dirty = False
+        self._dirty = False  # written or read since the last fsync
+        self._meta_on_disk: _Metadata | None = None  # what the metadata file holds, when known
         self._last_sync = time.monotonic()
 
     def _sync_quietly(self) -> None:
@@ -684,7 +705,9 @@ class DiskQueue:
         return _Metadata(self._depth, self._read_file, self._read_pos, self._write_file, self._write_pos)
 
     def _persist_metadata(self) -> None:
-        write_metadata_file(self._meta_path(), self._current_metadata().encode())
+        meta = self._current_metadata()
+        write_metadata_file(self._meta_path(), meta.encode())
+        self._meta_on_disk = meta
 
     # ---------------------------------------------------------------- helpers
 

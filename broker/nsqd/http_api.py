@@ -112,6 +112,8 @@ class HttpApi:
 
     # -- basics ---------------------------------------------------------------
     async def ping(self, request: web.Request) -> Reply:
+        if not self.nsqd.loaded:
+            return _text_reply(503, "LOADING")  # alive, but what is on disk is not all open yet
         health = self.nsqd.health
         return go_http.plain_text(200 if health == "OK" else 500, health)
 
@@ -123,6 +125,8 @@ class HttpApi:
         """Readiness: unready from the moment a drain starts (/ping stays liveness)."""
         if self.nsqd.drain.draining:
             return _text_reply(503, "DRAINING")
+        if not self.nsqd.loaded:
+            return _text_reply(503, "LOADING")
         health = self.nsqd.health
         return "OK" if health == "OK" else _text_reply(503, health)
 

@@ -1,4 +1,10 @@
-"""NSQD: owns the topics, the listeners and the background loops, and starts and stops them."""
+"""NSQD: owns the topics, the listeners and the background loops, and starts and stops them.
+
+Start-up: the listeners come up first, then the topics and channels of ``nsqd.dat`` are
+loaded in slices between which the event loop serves clients (a large data path takes
+seconds). Until the load is done ``/ping`` and ``/ready`` answer ``503 LOADING``, no
+metadata is written and nothing registers with lookupd; a client that uses a topic
+before its turn gets it opened from its files as the load would."""
 from __future__ import annotations
 
 import asyncio
@@ -9,7 +15,8 @@ import os
 import socket
 import ssl
 import time
-from typing import Awaitable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Awaitable, Callable, Sequence
 
 from aiohttp import web
 
@@ -28,6 +35,7 @@ from .channel import Channel
 from .client_conn import ClientConn
 from .e2e_latency import LatencyWindow
 from .deferrals import DeferralStore, deferrals_path
+from .data_listing import DataListing
 from .diskqueue import DiskQueue
 from .drain import Drain
 from .durable_queue import DurableDiskQueue
@@ -42,6 +50,10 @@ from .tls import peer_common_name, server_context
 from .topic import Topic
 
 log = logging.getLogger("nsqd")
+
+LOAD_SLICE = 0.02  # seconds of loading between two turns of the event loop
+PERSIST_THREADS = 32  # queues written and fsynced at once (their fsyncs overlap)
+SYNC_BATCH = 128  # queues the periodic sync does per turn of the event loop
 
 
 class NSQD:
@@ -62,7 +74,13 @@ class NSQD:
 
         self._client_ids = itertools.count(1)
         self._guid = GuidFactory(options.node_id)
-        self._loading = False
+        self._loading = False  # a slice of the load is running: topics wait to be started
+        self.loaded = False  # everything in nsqd.dat is loaded
+        self._unloaded: list[metadata.TopicMeta] = []  # what the load has not reached yet
+        self._load_task: asyncio.Task[None] | None = None
+        self._io_threads: ThreadPoolExecutor | None = None
+        self.load_error: Exception | None = None  # the load failed: nsqd stops, the process exits 1
+        self._listing: DataListing | None = None  # the data path's files, listed once at start
         self._metadata_pending = False
         self.tls_context: ssl.SSLContext | None = server_context(options)
         self.busy_poller: BusyPoller | None = None
@@ -133,13 +151,15 @@ class NSQD:
         queue_type = DurableDiskQueue if o.sync_before_ack else DiskQueue
         return queue_type(name, self.data_path, max_bytes_per_file=o.max_bytes_per_file,
                           min_msg_size=MESSAGE_OVERHEAD, max_msg_size=o.max_msg_size + MESSAGE_OVERHEAD,
-                          sync_every=o.sync_every, sync_timeout=o.sync_timeout, logger=log)
+                          sync_every=o.sync_every, sync_timeout=o.sync_timeout, logger=log,
+                          segments=self._listing.take_segments(name) if self._listing is not None else None)
 
     def _deferrals(self, name: str, ephemeral: bool) -> DeferralStore | None:
         if ephemeral:
             return None
         return DeferralStore(deferrals_path(self.data_path, name), journaled=self.options.sync_before_ack,
-                             logger=log)
+                             logger=log,
+                             file_exists=self._listing.take_deferrals(name) if self._listing is not None else None)
 
     def _mem_queue_size(self, ephemeral: bool) -> int:
         return 0 if self.options.sync_before_ack and not ephemeral else self.options.mem_queue_size
@@ -270,7 +290,7 @@ class NSQD:
 
     # -- metadata -------------------------------------------------------------
     def _persist_metadata_soon(self, ephemeral: bool = False) -> None:
-        if ephemeral or self._loading or self._metadata_pending:
+        if ephemeral or not self.loaded or self._metadata_pending:
             return
         self._metadata_pending = True
         asyncio.get_running_loop().call_soon(self.persist_metadata)
@@ -281,25 +301,50 @@ class NSQD:
                                      [metadata.ChannelMeta(c.name, c.paused)
                                       for c in t.channels.values() if not c.ephemeral])
                   for t in self.topics.values() if not t.ephemeral]
+        topics += [t for t in self._unloaded if t.name not in self.topics]  # stopped while loading
         try:
             metadata.write(self.data_path, topics, self.version)
         except OSError as e:
             log.error("failed to persist metadata: %s", e)
 
-    def _load_metadata(self) -> None:
-        self._loading = True
-        try:
-            for t in metadata.read(self.data_path):
-                topic = self.get_topic(t.name)
-                if t.paused:
-                    topic.pause()
-                for c in t.channels:
-                    channel = topic.get_channel(c.name)
-                    if c.paused:
-                        channel.pause()
-                topic.start()
-        finally:
-            self._loading = False
+    async def _load(self, saved: list[metadata.TopicMeta]) -> None:
+        """Open every saved topic and channel, a slice at a time; then persist the metadata
+        and start talking to lookupd, as a fresh start does."""
+        self._unloaded = saved
+        loop = asyncio.get_running_loop()
+        done = 0
+        while done < len(saved):
+            deadline = time.monotonic() + LOAD_SLICE
+            self._loading = True
+            try:
+                while True:  # at least one topic a turn
+                    self._load_topic(saved[done])
+                    done += 1
+                    if done == len(saved) or time.monotonic() >= deadline:
+                        break
+            except Exception as e:
+                log.critical("failed to load topic %s: %s", saved[done].name, e)
+                self.load_error = e
+                loop.create_task(self.stop())
+                return
+            finally:
+                self._loading = False
+            self._unloaded = saved[done:]
+            await asyncio.sleep(0)
+        log.info("NSQ: loaded %d topics", len(saved))
+        self.loaded = True
+        self.persist_metadata()
+        await self._start_lookup()
+
+    def _load_topic(self, saved: metadata.TopicMeta) -> None:
+        topic = self.get_topic(saved.name)
+        if saved.paused:
+            topic.pause()
+        for c in saved.channels:
+            channel = topic.get_channel(c.name)
+            if c.paused:
+                channel.pause()
+        topic.start()
 
     # -- auth and TLS ---------------------------------------------------------
     def authenticate(self, client: ClientConn, secret: str) -> Awaitable[bytes]:
@@ -374,10 +419,13 @@ class NSQD:
 
     # -- start and stop -------------------------------------------------------
     async def start(self) -> None:
+        """Listen, then load the data path in the background (``loaded`` says when done).
+        A metadata file that cannot be read stops the start before anything listens."""
         from .protocol_v2 import V2Protocol
 
         os.makedirs(self.data_path, exist_ok=True)
-        self._load_metadata()
+        saved = metadata.read(self.data_path)
+        self._listing = DataListing(self.data_path)
         loop = asyncio.get_running_loop()
         if self.options.busy_poll_window > 0:
             self.busy_poller = BusyPoller(loop, self.options.busy_poll_window)
@@ -405,6 +453,17 @@ class NSQD:
             self.https_port = https.sockets[0].getsockname()[1]
             log.info("HTTPS: listening on %s", _bound(https))
 
+        self._tasks.append(loop.create_task(self.scanner.run()))
+        if self.committer is not None:
+            self.committer.start()
+        else:
+            self._tasks.append(loop.create_task(self._sync_loop()))
+        if self.options.statsd_address:
+            self._tasks.append(loop.create_task(statsd.pusher_for(self).run()))
+        self._load_task = loop.create_task(self._load(saved))
+        self._tasks.append(self._load_task)
+
+    async def _start_lookup(self) -> None:
         self.lookup = LookupdPeers(
             identity={"broadcast_address": self.options.broadcast_address,
                       "hostname": socket.gethostname(),
@@ -414,23 +473,30 @@ class NSQD:
             registrations=self.registrations, addresses=list(self.options.nsqlookupd_tcp_addresses),
             http_timeout=self.options.http_client_request_timeout, logger=log)
         await self.lookup.start()
-        self._tasks.append(loop.create_task(self.scanner.run()))
-        if self.committer is not None:
-            self.committer.start()
-        else:
-            self._tasks.append(loop.create_task(self._sync_loop()))
-        if self.options.statsd_address:
-            self._tasks.append(loop.create_task(statsd.pusher_for(self).run()))
 
     async def _sync_loop(self) -> None:
+        """Default mode's periodic fsync of every queue written or read since its last one.
+        Many queues can fall due together (all of them after a large start): their syncs
+        run in worker threads, a batch at a time, while the loop waits (nothing touches a
+        queue meanwhile), and the loop serves clients between batches."""
         tick = min(1.0, max(0.05, self.options.sync_timeout / 4))
         while True:
             await asyncio.sleep(tick)
             now = time.monotonic()
-            for topic in list(self.topics.values()):
-                topic.backend.sync_if_due(now)
-                for channel in list(topic.channels.values()):
-                    channel.backend.sync_if_due(now)
+            due = [owner.backend for topic in list(self.topics.values())
+                   for owner in (topic, *topic.channels.values()) if owner.backend.sync_due(now)]
+            for start in range(0, len(due), SYNC_BATCH):
+                batch = due[start:start + SYNC_BATCH]
+                if len(batch) == 1:
+                    batch[0].sync_if_due(now)
+                else:
+                    list(self._io_pool().map(lambda backend: backend.sync_if_due(now), batch))
+                await asyncio.sleep(0)
+
+    def _io_pool(self) -> ThreadPoolExecutor:
+        if self._io_threads is None:
+            self._io_threads = ThreadPoolExecutor(PERSIST_THREADS, thread_name_prefix="fsync")
+        return self._io_threads
 
     async def stop(self, *, keep_http: bool = False) -> None:
         """Stop accepting, write everything held in memory to disk, close every client.
@@ -455,12 +521,9 @@ class NSQD:
                 log.exception("DURABLE: final sync failed")
             await asyncio.sleep(0)  # let those publishes write their OK before clients close
         self.persist_metadata()
-        written = 0
-        for topic in list(self.topics.values()):
-            try:
-                written += topic.persist()
-            except Exception:
-                log.exception("TOPIC(%s): failed to persist", topic.name)
+        written = self._persist_topics()
+        if self._io_threads is not None:
+            self._io_threads.shutdown()
         log.info("NSQ: persisted %d messages to disk", written)
         self.persisted_count = written
         for client in list(self.clients.values()):
@@ -470,6 +533,25 @@ class NSQD:
         await self.auth.close()
         if not keep_http:
             await self.close_http()
+
+    def _persist_topics(self) -> int:
+        """Every topic and channel writes what it holds to its queue and closes it; how many
+        messages were written. The queues are independent, so worker threads write them at
+        once and their fsyncs overlap; the event loop waits meanwhile (no callback can touch
+        a queue while a thread writes it)."""
+        jobs: list[tuple[Topic, Callable[[], int]]] = [
+            (topic, job) for topic in list(self.topics.values()) for job in topic.persist_jobs()]
+
+        def run(item: tuple[Topic, Callable[[], int]]) -> int:
+            topic, job = item
+            try:
+                return job()
+            except Exception:
+                log.exception("TOPIC(%s): failed to persist", topic.name)
+                return 0
+        if len(jobs) <= 1:
+            return sum(map(run, jobs))
+        return sum(self._io_pool().map(run, jobs))
 
     async def close_http(self) -> None:
         """The last step of stopping: the HTTP API goes and ``wait_stopped`` returns."""

@@ -258,8 +258,15 @@ class Topic:
 
     def persist(self) -> int:
         """Shutdown: every channel writes what it holds to disk, then the topic does."""
+        return sum(job() for job in self.persist_jobs())
+
+    def persist_jobs(self) -> list[Callable[[], int]]:
+        """Shutdown, as independent jobs (each returns how many messages it wrote): one per
+        channel and one for the topic's own queue. Nothing flows once this is called."""
         self.exiting = True
-        written = sum(ch.persist() for ch in self.channels.values())
+        return [*(channel.persist for channel in self.channels.values()), self._persist_own]
+
+    def _persist_own(self) -> int:
         pending = list(self.memory)
         self.memory.clear()
         try:
@@ -270,12 +277,11 @@ class Topic:
                         if item.__class__ is Message and item.defer > 0:  # type: ignore[union-attr]
                             self.deferrals.record(item.id, now + item.defer)  # type: ignore[union-attr]
                 self.backend.put_many([item_payload(item) for item in pending])
-                written += len(pending)
         finally:
             if self.deferrals is not None:
                 self.deferrals.close()
             self.backend.close()
-        return written
+        return len(pending)
 
     def delete(self) -> None:
         self.exiting = True

@@ -74,6 +74,8 @@ def test_nsqd_statefulset() -> None:
     assert container["env"][0]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     assert container["readinessProbe"]["httpGet"] == {"path": NSQD_READINESS_PATH, "port": "http"}
     assert container["livenessProbe"]["httpGet"]["path"] == "/ping"
+    startup = container["startupProbe"]  # /ping answers 503 while a large data path loads
+    assert startup["httpGet"]["path"] == "/ping" and startup["periodSeconds"] * startup["failureThreshold"] >= 3600
     assert container["resources"]["limits"] == {"memory": "1Gi"}
     assert pod["tolerations"][0]["key"] == "dedicated"
     assert pod["nodeSelector"] == {"pool": "queues"} and pod["priorityClassName"] == "high"

@@ -18,6 +18,9 @@ from .pods import (POD_NAME_ENV, container_security_context, http_probe, resourc
                    security_context)
 
 DATA_VOLUME = NSQD_CLAIM_TEMPLATE
+# nsqd answers /ping 503 LOADING while it opens its topics (about a second per thousand):
+# liveness is held off until /ping has answered 200 once, for up to an hour
+NSQD_STARTUP_PERIOD, NSQD_STARTUP_FAILURES = 5, 720
 CONFIG_VOLUME = "config"
 
 
@@ -64,6 +67,7 @@ def nsqd_container(cluster: NsqCluster) -> dict[str, Any]:
         "ports": _ports(NSQD_TCP_PORT, NSQD_HTTP_PORT),
         "readinessProbe": http_probe(NSQD_READINESS_PATH, "http", period=5, failures=3),
         "livenessProbe": http_probe(NSQD_LIVENESS_PATH, "http", period=10, failures=6, initial_delay=10),
+        "startupProbe": http_probe(NSQD_LIVENESS_PATH, "http", period=NSQD_STARTUP_PERIOD, failures=NSQD_STARTUP_FAILURES),
         "volumeMounts": [{"name": DATA_VOLUME, "mountPath": NSQD_DATA_PATH},
                          {"name": CONFIG_VOLUME, "mountPath": NSQD_CONFIG_DIR, "readOnly": True}],
         "securityContext": container_security_context(),
