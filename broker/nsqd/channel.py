@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from nsq_protocol.names import is_ephemeral
 
-from .backend import Backend
+from .backend import Backend, DiscardingBackend
 from .deferrals import DeferralStore
 from .durable_queue import DurableDiskQueue
 from .e2e_latency import LatencyWindow
@@ -64,8 +64,9 @@ class Channel:
         self.in_flight = InFlightQueue()
         self.deferred = DeferredQueue()
         self.clients: dict[int, ClientConn] = {}
-        self._rotation: list[ClientConn] = []
-        self._next = 0
+        self._with_room: deque[ClientConn] = deque()  # consumers that may have RDY room, in turn
+        self._with_room_ids: set[int] = set()
+        self._discarding = isinstance(backend, DiscardingBackend)
         self._pump_scheduled = False
         self._from_backend = False  # alternate memory/backend reads when both hold messages
 
@@ -124,8 +125,19 @@ class Channel:
             self.memory.append(item)
         elif item.__class__ is Message and item.disk_token is not None:  # type: ignore[union-attr]
             self.memory.append(item)  # read from a durable queue: still on disk, stays in memory
+        elif self._discarding and self._with_room and not self.paused:
+            self.memory.append(item)  # a waiting consumer may take it; the pump drops the rest
+            self._schedule_pump()
         else:
             self.backend.put(item_payload(item))
+
+    def _drop_overflow(self) -> None:
+        """What an ephemeral channel holds beyond its memory queue once the consumers
+        with room have taken their share: the newest messages go, as nsqd drops them."""
+        excess = len(self.memory) - self.mem_queue_size
+        for _ in range(excess):
+            item = self.memory.pop()
+            self.backend.put(item_payload(item))  # the discarding backend counts it
 
     def _next_message(self) -> Message | None:
         backend = self.backend
@@ -177,61 +189,85 @@ class Channel:
     def add_client(self, client: "ClientConn") -> None:
         if client.id not in self.clients:
             self.clients[client.id] = client
-            self._rotation.append(client)
+            if client.spare_ready() > 0:
+                self.client_has_room(client)
 
     def remove_client(self, client_id: int) -> None:
         client = self.clients.pop(client_id, None)
         if client is None:
             return
-        self._rotation.remove(client)
+        self._with_room_ids.discard(client_id)  # its queue entry is skipped when reached
         if not self.clients and self.ephemeral and self._on_ephemeral_empty is not None:
             self._on_ephemeral_empty(self)
 
+    def client_has_room(self, client: "ClientConn") -> None:
+        """``client`` may take messages now: it joins the end of the turn (once)."""
+        if client.id not in self._with_room_ids and client.id in self.clients:
+            self._with_room_ids.add(client.id)
+            self._with_room.append(client)
+
     def pump(self) -> None:
-        """Hand queued messages to consumers with spare RDY, one each in turn (a lone
-        consumer takes all it has room for at once); each consumer's messages leave in
-        one write when the pump is done (or whenever its output buffer fills)."""
-        if self.paused or self.exiting:
-            return
-        rotation = self._rotation
-        n = len(rotation)
-        if not n:
+        """Hand queued messages to the consumers with room, in turn: each takes its share
+        of what is queued (a lone consumer all it has room for) and goes to the back of
+        the turn while it has room left. Each consumer's messages leave in one write when
+        the pump is done (or whenever its output buffer fills)."""
+        try:
+            if not (self.paused or self.exiting):
+                self._pump()
+        finally:
+            if self._discarding and len(self.memory) > self.mem_queue_size:
+                self._drop_overflow()
+
+    def _pump(self) -> None:
+        turn, in_turn, clients = self._with_room, self._with_room_ids, self.clients
+        if not turn:
             return
         memory, backend = self.memory, self.backend
+        lone = len(clients) == 1
         now = time.monotonic()
-        idle = 0
-        i = self._next
         held: dict[int, ClientConn] = {}
         try:
-            while idle < n and (memory or backend.depth):
-                client = rotation[i % n]
-                i += 1
+            while turn and (memory or backend.depth):
+                client = turn.popleft()
+                client_id = client.id
+                if clients.get(client_id) is not client:
+                    continue  # left the channel
+                in_turn.discard(client_id)
                 spare = client.spare_ready()
                 if spare <= 0:
-                    idle += 1
-                    continue
-                idle = 0
-                if client.id not in held:
-                    held[client.id] = client
+                    continue  # rejoins when something gives it room
+                if client_id not in held:
+                    held[client_id] = client
                     client.hold_flush()
-                self._deliver(client, spare if n == 1 else 1, now)
+                count = spare if lone else min(spare, max(1, len(memory) // (len(turn) + 1)))
+                self._deliver(client, count, now)
+                if client.spare_ready() > 0 and client_id not in in_turn:
+                    in_turn.add(client_id)
+                    turn.append(client)
         finally:
-            self._next = i % n
             for client in held.values():
                 client.release_flush()
 
     def _deliver(self, client: "ClientConn", count: int, now: float) -> None:
-        """Up to ``count`` queued messages to ``client``, in one batch."""
+        """Up to ``count`` queued messages to ``client``, in one batch; a sampling client
+        is handed one, delivered or dropped by its rate."""
         memory, backend = self.memory, self.backend
         client_id, sample_rate = client.id, client.sample_rate
         batch: list[Message] = []
+        if sample_rate:
+            msg = self._next_message()
+            if msg is None:
+                return
+            if random.randrange(100) > sample_rate:
+                self._settle_unsent(msg)  # sampled out: gone from the channel, as in nsqd
+                return
+            batch.append(msg)
+            count = 0
         while count > 0 and (memory or backend.depth):
-            if backend.depth or sample_rate:  # one at a time, through the general path
+            if backend.depth:  # one at a time, through the general path
                 msg = self._next_message()
                 if msg is None:
                     continue
-                if sample_rate and random.randrange(100) >= sample_rate:
-                    continue  # sampled out: this consumer's channel skips the message
                 batch.append(msg)
                 count -= 1
                 continue
@@ -243,6 +279,8 @@ class Channel:
                 # a bare payload becomes a Message with the attempts it holds (bytes 8-9)
                 batch.append(Message(item, item[8] << 8 | item[9]) if isinstance(item, bytes) else item)
             self._from_backend = True  # as _next_message leaves it after reading memory
+        if not batch:
+            return
         for msg in batch:
             if msg.attempts < MAX_ATTEMPTS:
                 msg.attempts += 1
@@ -250,6 +288,13 @@ class Channel:
             msg.delivered_at = now
         self.in_flight.push_many(batch, now + client.msg_timeout, client.msg_timeout)
         client.send_messages(batch)
+
+    def _settle_unsent(self, msg: Message) -> None:
+        """A message leaves the channel without being delivered: nothing may keep it."""
+        if self._durable is not None and msg.disk_token is not None:
+            self._durable.ack(msg.disk_token)
+        if self.deferrals is not None and len(self.deferrals):
+            self.deferrals.forget(msg.id)
 
     # -- FIN / REQ / TOUCH ----------------------------------------------------
     def _owned(self, client_id: int, msg_id: bytes) -> Message:

@@ -144,22 +144,42 @@ class ClientConn:
         return self.ready_count - self.in_flight_count
 
     # -- flow control ---------------------------------------------------------
+    # Whatever can give the client room (RDY, a message settled, writes resumed) tells
+    # its channel, which keeps the clients with room in a queue instead of looking at
+    # every consumer for every message.
+    def _room_may_have_grown(self) -> None:
+        channel = self.channel
+        if channel is not None and self.spare_ready() > 0:
+            channel.client_has_room(self)
+
+    def set_ready(self, count: int) -> None:
+        self.ready_count = count
+        self._room_may_have_grown()
+
+    def resume_writes(self) -> None:
+        self.write_paused = False
+        self._room_may_have_grown()
+
     def finished_message(self) -> None:
         self.finished_messages(1)
 
     def finished_messages(self, count: int) -> None:
         self.finish_count += count
         self.in_flight_count = max(0, self.in_flight_count - count)
+        self._room_may_have_grown()
 
     def requeued_message(self) -> None:
         self.requeue_count += 1
         self.in_flight_count = max(0, self.in_flight_count - 1)
+        self._room_may_have_grown()
 
     def timed_out_message(self) -> None:
         self.in_flight_count = max(0, self.in_flight_count - 1)
+        self._room_may_have_grown()
 
     def empty_in_flight(self) -> None:
         self.in_flight_count = 0
+        self._room_may_have_grown()
 
     def published(self, topic: str, count: int) -> None:
         self.pub_counts[topic] = self.pub_counts.get(topic, 0) + count

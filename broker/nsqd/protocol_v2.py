@@ -124,7 +124,7 @@ class V2Protocol(asyncio.Protocol):
     def resume_writing(self) -> None:
         client = self.client
         if client is not None:
-            client.write_paused = False
+            client.resume_writes()
             if client.channel is not None:
                 client.channel.pump()
 
@@ -451,7 +451,7 @@ class V2Protocol(asyncio.Protocol):
         max_rdy = self.nsqd.options.max_rdy_count
         if count > max_rdy:
             raise ProtocolError(E.E_INVALID, f"RDY count {count} out of range 0-{max_rdy}")
-        client.ready_count = count
+        client.set_ready(count)
         self._pump_due = True
         return None
 
