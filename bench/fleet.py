@@ -136,8 +136,7 @@ def subscribe_latency_consumer(address: str, topic: str, identify: dict | None =
     consumer = _connect(address)
     buf = b""
     if identify is not None:
-        import json
-        consumer.sendall(commands.identify(json.dumps(identify).encode()))
+        consumer.sendall(commands.identify(identify))
         _, buf = _read_frames(consumer, 1, buf)
     consumer.sendall(commands.sub(topic, "latency") + commands.rdy(rdy))
     _, buf = _read_frames(consumer, 1, buf)

@@ -17,7 +17,7 @@ Rows (each run alternates ours and Go; a figure is the median of the runs):
   and publishes/s into the topic.
 - latency_R: PUB at R msgs/s for --seconds (each sent when due, stamped with its send
   time), one consumer with RDY 100: p50/p99/p99.9 from send to arrival. Go twice: with its
-  default 250 ms output buffering and with buffering off (IDENTIFY output_buffer_timeout -1).
+  default 250 ms output buffering and with buffering off (IDENTIFY output_buffer_size -1).
 """
 from __future__ import annotations
 
@@ -138,7 +138,7 @@ def rows(args: argparse.Namespace) -> list[tuple[str, str, Callable[[str], Figur
     for rate in (1000, 10000):
         out.append(("latency", f"latency_{rate // 1000}k", latency_row(rate, args.seconds),
                     [("go", latency_row(rate, args.seconds)),
-                     ("go-unbuf", latency_row(rate, args.seconds, {"output_buffer_timeout": -1}))]))
+                     ("go-unbuf", latency_row(rate, args.seconds, {"output_buffer_size": -1}))]))
     return [r for r in out if not args.only or r[0] in args.only.split(",") or r[1] in args.only.split(",")]
 
 

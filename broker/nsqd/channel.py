@@ -8,7 +8,10 @@ turn.
 
 The memory deque holds fresh messages as their bare payloads (shared with the topic's
 other channels) and only messages with state of their own (requeued, timed out, read
-from a durable queue) as ``Message``; a payload becomes a ``Message`` when delivered.
+from a durable queue) as ``Message``. Bare payloads stay bare when delivered: the ones a
+client gets together are framed in one pass and go in flight as one batch (pqueue's
+``DeliveryBatch``), and a run read from the disk queue is delivered the same way; a
+message becomes a ``Message`` only when it needs state of its own (TOUCH, REQ, timeout).
 
 Durable mode (a ``DurableDiskQueue`` backend): new messages, deferred ones included, go
 straight to disk; a message read from disk keeps its entry's token while it is in
@@ -23,6 +26,7 @@ import logging
 import random
 import time
 from collections import deque
+from itertools import islice
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from nsq_protocol.names import is_ephemeral
@@ -31,7 +35,7 @@ from .backend import Backend, DiscardingBackend
 from .deferrals import DeferralStore
 from .durable_queue import DurableDiskQueue
 from .e2e_latency import LatencyWindow
-from .message import MAX_ATTEMPTS, Message, Payload, check_payload, item_payload, payload_attempts
+from .message import ID_SLICE, MAX_ATTEMPTS, Message, Payload, check_payload, item_payload, payload_attempts
 from .pqueue import DeferredQueue, InFlightQueue
 
 if TYPE_CHECKING:
@@ -88,10 +92,16 @@ class Channel:
         self._schedule_pump()
 
     def put_payloads(self, payloads: list[Payload]) -> None:
-        """An MPUB's fresh messages, in order."""
+        """Fresh messages, in order (an MPUB's, or a run the topic read from its disk):
+        what the memory queue has no room for goes to disk in one write."""
         self.message_count += len(payloads)
-        if self._durable is None and len(self.memory) + len(payloads) <= self.mem_queue_size:
+        room = self.mem_queue_size - len(self.memory)
+        if self._durable is None and room >= len(payloads):
             self.memory.extend(payloads)
+        elif self._durable is None and not self._discarding:
+            if room > 0:
+                self.memory.extend(payloads[:room])
+            self.backend.put_many(payloads[max(0, room):])
         else:
             for payload in payloads:
                 self._enqueue(payload)
@@ -154,6 +164,32 @@ class Channel:
         if item.__class__ is Message:
             return item  # type: ignore[return-value]
         return Message(item, payload_attempts(item))  # type: ignore[arg-type]
+
+    def _read_backend_run(self, limit: int) -> list[Payload | Message] | None:
+        """Up to ``limit`` messages read from disk to deliver now (deferred ones go to the
+        deferred queue instead); None when the backend gave nothing. A plain disk queue
+        gives a run of payloads at once, delivered as bare payloads; a durable one gives
+        one ``Message`` at a time, each holding its entry's token."""
+        if self._durable is not None:
+            before = self.backend.depth
+            msg = self._read_backend()
+            if msg is None:
+                return [] if self.backend.depth < before else None
+            return [msg]
+        payloads = self.backend.get_many(limit)  # type: ignore[attr-defined]
+        if not payloads:
+            return None
+        deferrals = self.deferrals
+        if deferrals is None or not len(deferrals):
+            return payloads
+        due: list[Payload | Message] = []
+        for payload in payloads:
+            left = deferrals.remaining(payload[ID_SLICE])
+            if left > 0:
+                self.deferred.push(Message.from_payload(payload), time.monotonic() + left)
+            else:
+                due.append(payload)
+        return due
 
     def _read_backend(self) -> Message | None:
         """The next message from disk; None when there is none to deliver right now (it
@@ -250,44 +286,53 @@ class Channel:
 
     def _deliver(self, client: "ClientConn", count: int, now: float) -> None:
         """Up to ``count`` queued messages to ``client``, in one batch; a sampling client
-        is handed one, delivered or dropped by its rate."""
+        is handed one, delivered or dropped by its rate. Fresh messages (bare payloads)
+        go in flight as one batch, without an object each (unless the channel times each
+        FIN for its end-to-end latency, which needs every message's own record)."""
         memory, backend = self.memory, self.backend
-        client_id, sample_rate = client.id, client.sample_rate
-        batch: list[Message] = []
-        if sample_rate:
+        client_id, timeout = client.id, client.msg_timeout
+        items: list[Payload | Message] = []
+        if client.sample_rate:
             msg = self._next_message()
             if msg is None:
                 return
-            if random.randrange(100) > sample_rate:
+            if random.randrange(100) > client.sample_rate:
                 self._settle_unsent(msg)  # sampled out: gone from the channel, as in nsqd
                 return
-            batch.append(msg)
+            items.append(msg)
             count = 0
         while count > 0 and (memory or backend.depth):
-            if backend.depth:  # one at a time, through the general path
-                msg = self._next_message()
-                if msg is None:
-                    continue
-                batch.append(msg)
-                count -= 1
+            if backend.depth and (self._from_backend or not memory):  # disk and memory take turns
+                self._from_backend = False
+                run = self._read_backend_run(count)
+                if run is None:
+                    break  # nothing readable after all
+                items += run
+                count -= len(run)
                 continue
             take = min(count, len(memory))
             count -= take
-            popleft = memory.popleft
-            for _ in range(take):
-                item = popleft()
-                # a bare payload becomes a Message with the attempts it holds (bytes 8-9)
-                batch.append(Message(item, item[8] << 8 | item[9]) if isinstance(item, bytes) else item)
-            self._from_backend = True  # as _next_message leaves it after reading memory
-        if not batch:
+            items += islice(iter(memory.popleft, None), take)  # popped without a Python step each
+            self._from_backend = True
+        if not items:
             return
-        for msg in batch:
-            if msg.attempts < MAX_ATTEMPTS:
-                msg.attempts += 1
-            msg.client_id = client_id
-            msg.delivered_at = now
-        self.in_flight.push_many(batch, now + client.msg_timeout, client.msg_timeout)
-        client.send_messages(batch)
+        kinds = set(map(type, items))
+        fresh = items if Message not in kinds else [item for item in items if item.__class__ is not Message]
+        if fresh and self.e2e_latency is not None:
+            items = [item if item.__class__ is Message else Message(item, payload_attempts(item))  # type: ignore[arg-type]
+                     for item in items]
+            fresh = []
+        if fresh is not items:
+            msgs: list[Message] = [item for item in items if item.__class__ is Message]  # type: ignore[misc]
+            for msg in msgs:
+                if msg.attempts < MAX_ATTEMPTS:
+                    msg.attempts += 1
+                msg.client_id = client_id
+                msg.delivered_at = now
+            self.in_flight.push_many(msgs, now + timeout, timeout)
+        if fresh:
+            self.in_flight.push_payloads(fresh, client_id, now, timeout)  # type: ignore[arg-type]
+        client.send_messages(items)
 
     def _settle_unsent(self, msg: Message) -> None:
         """A message leaves the channel without being delivered: nothing may keep it."""
@@ -313,10 +358,10 @@ class Channel:
 
     def finish_many(self, client_id: int, msg_ids: list[bytes]) -> tuple[int, list[tuple[bytes, str]]]:
         """FIN of a batch: how many were finished, and the IDs refused with the reason."""
-        done, refused = self.in_flight.remove_owned(msg_ids, client_id)
-        if done:
-            self._finished(done)
-        return len(done), refused
+        count, with_state, refused = self.in_flight.remove_owned(msg_ids, client_id)
+        if with_state:
+            self._finished(with_state)
+        return count, refused
 
     def _finished(self, msgs: "Iterable[Message]") -> None:
         durable, deferrals, latency = self._durable, self.deferrals, self.e2e_latency

@@ -148,6 +148,9 @@ class DurableDiskQueue(DiskQueue):
             return self._write_file, self._synced_pos
         return self._write_file, 0  # rolled since: older segments were fsynced, this one not yet
 
+    def _runs_allowed(self) -> bool:
+        return False  # every entry read gets its token
+
     def _nothing_to_read(self) -> bool:
         return (self._read_file, self._read_pos) >= self._readable_limit()
 

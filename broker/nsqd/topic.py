@@ -162,6 +162,13 @@ class Topic:
                     channel.put_payloads(batch)
                 moved += len(batch)
                 continue
+            if self._durable is None and self.backend.depth and not (self.deferrals is not None and len(self.deferrals)):
+                run = self.backend.get_many(FLUSH_BATCH - moved)  # type: ignore[attr-defined]
+                for channel in list(self.channels.values()):
+                    channel.put_payloads(run)
+                moved += len(run)
+                if run:
+                    continue
             queued = self._next_queued()
             if queued is None:
                 return

@@ -270,11 +270,15 @@ class CommandDecoder:
         for offset, byte in _FIN_SHAPE:
             column = buf[pos + offset:stop:FIN_LINE_LENGTH]
             lines = min(lines, len(column) - len(column.lstrip(byte)))
-        ids_at = range(pos + 4, pos + lines * FIN_LINE_LENGTH, FIN_LINE_LENGTH)
+        first = pos + 4
+        stop = pos + lines * FIN_LINE_LENGTH
+        # the ID of each line, sliced without a Python step per line
+        slices = map(slice, range(first, stop, FIN_LINE_LENGTH),
+                     range(first + MSG_ID_LENGTH, stop + MSG_ID_LENGTH, FIN_LINE_LENGTH))
         if type(buf) is bytes:
-            ids = [buf[i:i + MSG_ID_LENGTH] for i in ids_at]
+            ids = list(map(buf.__getitem__, slices))
         else:
-            ids = [bytes(buf[i:i + MSG_ID_LENGTH]) for i in ids_at]
+            ids = list(map(bytes, map(buf.__getitem__, slices)))
         known = list(map(in_flight.__contains__, ids))
         if not all(known):
             del ids[known.index(False):]

@@ -333,6 +333,18 @@ def test_sync_if_due_waits_for_sync_timeout(tmp_path: Path) -> None:
     queue.close()
 
 
+def test_get_many_reads_across_chunks_and_segments_in_order(tmp_path: Path) -> None:
+    queue = open_queue(tmp_path, max_bytes_per_file=2000)
+    messages = [payload(n, body_size=n % 90) for n in range(300)]
+    queue.put_many(messages)
+    got: list[bytes] = []
+    while batch := queue.get_many(37):
+        got += batch
+    assert got == messages and queue.depth == 0
+    assert len(list(tmp_path.glob("orders.diskqueue.0*.dat"))) <= 1  # read segments deleted
+    queue.close()
+
+
 def test_explicit_sync_persists_metadata(tmp_path: Path) -> None:
     queue = open_queue(tmp_path, sync_every=10_000, sync_timeout=30.0)
     queue.put_many([payload(1), payload(2)])
@@ -349,6 +361,7 @@ _operations = st.lists(
         st.tuples(st.just("put"), st.binary(min_size=MIN_SIZE, max_size=90)),
         st.tuples(st.just("put_many"), st.lists(st.binary(min_size=MIN_SIZE, max_size=60), max_size=6)),
         st.tuples(st.just("get"), st.none()),
+        st.tuples(st.just("get_many"), st.integers(min_value=1, max_value=8)),
         st.tuples(st.just("reopen"), st.integers(min_value=30, max_value=400)),
     ),
     max_size=60,
@@ -376,6 +389,10 @@ def test_any_interleaving_keeps_fifo_order_and_depth(
                     model.extend(argument)
                 elif operation == "get":
                     assert queue.get() == (model.popleft() if model else None)
+                elif operation == "get_many":
+                    assert isinstance(argument, int)
+                    want = [model.popleft() for _ in range(min(argument, len(model)))]
+                    assert queue.get_many(argument) == want
                 else:
                     queue.close()
                     # the reopened queue may use another segment size: old segments still read

@@ -404,7 +404,7 @@ def test_any_damage_leaves_a_working_queue(segments: list[bytes | None], meta: b
         if meta is not None:
             (path / "orders.diskqueue.meta.dat").write_bytes(meta)
         queue = open_queue(path, max_bytes_per_file=120)
-        for data in drain(queue):
+        for data in queue.get_many(3) + drain(queue):  # a run read at once, then one by one
             assert MIN_SIZE <= len(data) <= MAX_SIZE
         assert queue.depth == 0
         queue.put(payload(7))

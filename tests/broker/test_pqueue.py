@@ -211,3 +211,83 @@ def test_deferred_messages_and_clear() -> None:
     assert sorted(ids(q.messages())) == [msg(1).id, msg(2).id]
     assert sorted(ids(q.clear())) == [msg(1).id, msg(2).id]
     assert len(q) == 0 and q.pop_due(100.0) == []
+
+
+# -- delivery batches (fresh payloads in flight without an object each) --------------------
+def payload(n: int, attempts: int = 0) -> bytes:
+    return Message.create(b"%016x" % n, b"body %d" % n, timestamp=1_700_000_000_000_000_000 + n,
+                          attempts=attempts).encode()
+
+
+def test_a_batch_is_in_flight_message_by_message() -> None:
+    q = InFlightQueue()
+    q.push_payloads([payload(1), payload(2, attempts=4)], client_id=7, now=100.0, timeout=10.0)
+    assert len(q) == 2 and msg(1).id in q and msg(2).id in q
+    held = q.get(msg(2).id)  # detached from its batch, with the state of its delivery
+    assert held is not None and (held.attempts, held.client_id, held.deadline) == (5, 7, 110.0)
+    assert held.payload == payload(2, attempts=4) and len(q) == 2
+
+
+def test_finishing_a_batch_takes_only_what_its_owner_names() -> None:
+    q = InFlightQueue()
+    q.push_payloads([payload(n) for n in range(4)], client_id=1, now=0.0, timeout=10.0)
+    count, with_state, refused = q.remove_owned([msg(0).id, msg(2).id], owner=1)
+    assert (count, with_state, refused) == (2, [], [])
+    count, _, refused = q.remove_owned([msg(1).id, msg(9).id], owner=2)
+    assert count == 0 and refused == [(msg(1).id, "client does not own message"), (msg(9).id, "ID not in flight")]
+    count, _, refused = q.remove_owned([msg(1).id, msg(1).id], owner=1)  # named twice
+    assert count == 1 and refused == [(msg(1).id, "ID not in flight")]
+    assert ids(q.pop_expired(10.0)) == [msg(3).id]
+    assert len(q) == 0 and q.pop_expired(100.0) == []
+
+
+batch_operations = st.lists(st.tuples(st.sampled_from(["batch", "push", "fin", "get", "touch", "pop"]),
+                                      st.lists(st.integers(0, 15), min_size=1, max_size=5),
+                                      st.integers(0, 40)), max_size=60)
+
+
+@settings(max_examples=200, deadline=None)
+@given(batch_operations)
+def test_batches_and_messages_match_a_plain_dict_model(ops: list[tuple[str, list[int], int]]) -> None:
+    """Batches, single messages, FIN runs, detaching, TOUCH and timeouts in any order: the
+    queue holds what a dict of (deadline, owner) says and expires exactly what is due."""
+    q = InFlightQueue()
+    model: dict[bytes, tuple[float, int]] = {}
+    now = 0.0
+    for op, numbers, amount in ops:
+        keys = [msg(n).id for n in numbers]
+        owner = amount % 2
+        if op == "batch":
+            fresh = list(dict.fromkeys(n for n in numbers if msg(n).id not in model))
+            if fresh:
+                q.push_payloads([payload(n) for n in fresh], client_id=owner, now=now, timeout=10.0)
+                model.update((msg(n).id, (now + 10, owner)) for n in fresh)
+        elif op == "push" and keys[0] not in model:
+            m = msg(numbers[0])
+            m.client_id = owner
+            q.push(m, deadline=now + 10, timeout=10.0)
+            model[keys[0]] = (now + 10, owner)
+        elif op == "fin":
+            count, _, refused = q.remove_owned(keys, owner)
+            expected = [k for k in dict.fromkeys(keys) if k in model and model[k][1] == owner]
+            assert count == len(expected) and len(refused) == len(keys) - count
+            for k in expected:
+                del model[k]
+        elif op == "get":
+            held = q.get(keys[0])
+            assert (held is None) == (keys[0] not in model)
+            if held is not None:
+                assert (held.deadline, held.client_id) == model[keys[0]]
+        elif op == "touch" and keys[0] in model:
+            held = q.get(keys[0])
+            assert held is not None
+            q.retime(held, deadline=now + 10, timeout=10.0, in_order=True)
+            model[keys[0]] = (now + 10, model[keys[0]][1])
+        elif op == "pop":
+            now += amount / 4
+            due = sorted(k for k, (d, _) in model.items() if d <= now)
+            assert sorted(ids(q.pop_expired(now))) == due
+            for k in due:
+                del model[k]
+        assert len(q) == len(model)
+    assert sorted(ids(q.clear())) == sorted(model)

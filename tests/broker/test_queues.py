@@ -44,7 +44,7 @@ def test_channel_overflow_goes_to_disk_and_is_all_delivered(small: Nsqd, connect
     assert stats["backend_depth"] == 8
     sub = consumer(small, topic, "ch", rdy=10)
     got = sub.read_messages(10)
-    assert sorted(m.body for m in got) == _bodies(10)
+    assert sorted(m.body for m in got) == _bodies(10) and {m.attempts for m in got} == {1}
     for m in got:
         sub.fin(m.id)
     wait_for(lambda: small.channel(topic, "ch")["depth"] == 0)  # type: ignore[index]

@@ -1,0 +1,72 @@
+"""The frames a delivery writes, whichever way they are built: fresh messages of one size
+in one strided pass, anything else one by one. Both give NSQ's message frame with the
+attempts of this delivery, byte for byte."""
+from __future__ import annotations
+
+import struct
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nsq_protocol.frames import FRAME_MESSAGE
+from nsqd.client_conn import ClientConn
+from nsqd.message import Message, encode_payload
+
+
+class Transport:
+    def __init__(self) -> None:
+        self.written = bytearray()
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return ("127.0.0.1", 4150) if name == "peername" else default
+
+    def close(self) -> None:
+        pass
+
+
+def expected_frame(payload: bytes, attempts: int) -> bytes:
+    body = payload[:8] + struct.pack(">H", attempts) + payload[10:]
+    return struct.pack(">Ii", len(body) + 4, FRAME_MESSAGE) + body
+
+
+def deliver(items: list[bytes | Message], buffer_size: int = 16 * 1024) -> bytes:
+    transport = Transport()
+    client = ClientConn(1, transport, msg_timeout=60.0, heartbeat_interval=30.0,  # type: ignore[arg-type]
+                        output_buffer_size=buffer_size, output_buffer_timeout=0.25)
+    client.hold_flush()
+    client.send_messages(items)
+    client.release_flush()
+    return bytes(transport.written)
+
+
+def fresh(n: int, size: int, attempts: int = 0) -> bytes:
+    return encode_payload(b"%016x" % n, b"x" * size, 1_700_000_000_000_000_000 + n, attempts)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["fresh", "redelivered", "message"]), st.sampled_from([0, 1, 200]),
+                          st.integers(0, 0xFFFF)), min_size=1, max_size=40),
+       st.sampled_from([64, 16 * 1024]))
+def test_every_delivery_is_framed_as_nsq_frames_it(kinds: list[tuple[str, int, int]], buffer_size: int) -> None:
+    items: list[bytes | Message] = []
+    expected = b""
+    for n, (kind, size, attempts) in enumerate(kinds):
+        if kind == "fresh":  # never delivered: attempts 0, this delivery is the first
+            items.append(fresh(n, size))
+            expected += expected_frame(fresh(n, size), 1)
+        elif kind == "redelivered":  # a bare payload read back with attempts of its own
+            items.append(fresh(n, size, attempts))
+            expected += expected_frame(fresh(n, size), min(attempts + 1, 0xFFFF))
+        else:
+            msg = Message(fresh(n, size), attempts)
+            items.append(msg)
+            expected += expected_frame(fresh(n, size), attempts)
+    assert deliver(items, buffer_size) == expected
+
+
+def test_a_run_of_equal_fresh_messages_gets_attempts_one_each() -> None:
+    items = [fresh(n, 200) for n in range(500)]
+    assert deliver(list(items)) == b"".join(expected_frame(p, 1) for p in items)
