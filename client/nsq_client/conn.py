@@ -10,7 +10,7 @@ import logging
 import ssl
 import time
 from collections import deque
-from typing import Any
+from typing import Any, Sequence
 
 from nsq_protocol import CLOSE_WAIT, HEARTBEAT, MAGIC_V2, OK, Frame, FrameDecoder, ProtocolError
 from nsq_protocol import commands as cmd
@@ -45,6 +45,12 @@ class ConnectionDelegate:
     def on_message(self, conn: "Connection", message: Message) -> None:
         message.requeue(backoff=False)  # nobody consumes here: hand it back at once
 
+    def on_message_frame(self, conn: "Connection", data: bytes) -> None:
+        """With ``raw_messages``: a message frame's payload (timestamp, attempts, ID,
+        body as :func:`nsq_protocol.message.decode_message` reads them), answered later
+        by ID through :meth:`Connection.finish_ids` and its kin."""
+        raise NotImplementedError("a delegate of a raw_messages connection takes on_message_frame")
+
     def on_message_finished(self, conn: "Connection", message: Message) -> None: ...
 
     def on_message_requeued(self, conn: "Connection", message: Message, backoff: bool) -> None: ...
@@ -58,10 +64,15 @@ class ConnectionDelegate:
 
 
 class Connection:
-    def __init__(self, address: str, config: Config, delegate: ConnectionDelegate | None = None) -> None:
+    def __init__(self, address: str, config: Config, delegate: ConnectionDelegate | None = None,
+                 raw_messages: bool = False) -> None:
+        """``raw_messages``: hand message frames to ``delegate.on_message_frame`` as they
+        came, with no :class:`Message` built for each (for consumers that take many
+        messages at once and answer them in bulk)."""
         self.address = address
         self.config = config
         self.delegate = delegate or ConnectionDelegate()
+        self.raw_messages = raw_messages
         self.host, self.port = split_dial_address(address)
         self.server_settings: dict[str, Any] = {}
         self.max_rdy = 2500
@@ -224,7 +235,10 @@ class Connection:
             self.in_flight += 1
             self.messages_received += 1
             self.last_message_time = time.monotonic()
-            self.delegate.on_message(self, Message(decode_message(frame.data), self.address, self))
+            if self.raw_messages:
+                self.delegate.on_message_frame(self, frame.data)
+            else:
+                self.delegate.on_message(self, Message(decode_message(frame.data), self.address, self))
         elif frame.is_response:
             if frame.data == HEARTBEAT:
                 self.send(cmd.nop())
@@ -339,6 +353,23 @@ class Connection:
             self.send(cmd.touch(message.id))
         except NotConnectedError:
             log.warning("(%s) cannot TOUCH %s: connection closed", self.address, message.id.decode(errors="replace"))
+
+    # -- answers in bulk, by message ID (raw_messages consumers) --------------------------
+    # One write for many answers; in-flight bookkeeping as for the per-message ones, but
+    # no per-message delegate calls. The caller answers each delivered ID exactly once.
+    def finish_ids(self, ids: Sequence[bytes]) -> None:
+        self.in_flight -= len(ids)
+        self._answer(b"".join(map(cmd.fin, ids)))
+
+    def requeue_ids(self, ids: Sequence[bytes], delay_ms: int = 0) -> None:
+        self.in_flight -= len(ids)
+        self._answer(b"".join(cmd.req(msg_id, delay_ms) for msg_id in ids))
+
+    def touch_ids(self, ids: Sequence[bytes]) -> None:
+        try:
+            self.send(b"".join(map(cmd.touch, ids)))
+        except NotConnectedError:
+            log.warning("(%s) cannot TOUCH %d messages: connection closed", self.address, len(ids))
 
     def _answer(self, command: bytes) -> None:
         try:
