@@ -1,43 +1,86 @@
-"""NSQ <-> Spark throughput in local[2]: prints figures, asserts nothing.
+"""NSQ <-> Spark throughput: prints figures, asserts nothing.
 
-    .venv/bin/python bench/spark_throughput.py                    # 200k messages of 200 bytes
-    .venv/bin/python bench/spark_throughput.py --messages 1000000 --batch 100000
-    .venv/bin/python bench/spark_throughput.py --only nsq_to_noop,spark_to_nsq
+    .venv/bin/python bench/spark_throughput.py                       # local[2], 3 runs
+    .venv/bin/python bench/spark_throughput.py --runs 5 --messages 400000
+    .venv/bin/python bench/spark_throughput.py --only nsq_to_noop,spark_to_nsq --progress
+    .venv/bin/python bench/spark_throughput.py --scaling            # partitions 1/2/4, two copies
 
 Workloads, each against a fresh nsqd (``--max-rdy-count`` and ``--mem-queue-size`` raised
 to the message count, as a pipeline's broker should be):
 
 - ``nsq_to_noop``: messages queued in nsqd, then ``readStream.format("nsq")`` into Spark's
-  no-op sink; timed from the query's start until nsqd saw every message FINed (which
+  no-op sink, timed from the query's start until nsqd saw every message FINed (which
   happens only after Spark committed the batch holding it).
 - ``nsq_to_parquet``: the same into Parquet files.
-- ``spark_to_nsq``: ``spark.range(n)`` as 200-byte string bodies, ``write.format("nsq")``.
+- ``spark_to_nsq``: ``spark.range(n)`` as string bodies, ``write.format("nsq")``.
+- with ``--scaling``: ``nsq_to_parquet`` with 1, 2 and 4 partitions per micro-batch, and
+  ``2_copies_parquet``: two queries (each its own reader and checkpoint, as two copies of
+  the archive job) on one channel.
 
-A small warm-up query runs first so that Spark's first-use costs are not counted.
+Each run of a workload gives: start-up (from the start until nsqd saw the first message
+FINed, or for the write the first one published), the steady rate after that, the
+overall rate, and with ``--cpu`` the CPU seconds each kind of process spent per 100k
+messages. A row is the median of ``--runs`` runs; the runs of all workloads interleave,
+so read and write share the machine's load. A small warm-up of every path runs first.
+Spark is bound to 127.0.0.1. A read query is stopped after a drain (the reader FINed
+everything and Spark runs no batch), so stopping it aborts nothing.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
+import threading
 import time
+from collections import defaultdict
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql.streaming import StreamingQuery  # noqa: E402
 
+from bench.proc_cpu import CpuMeter  # noqa: E402
 from nsq_protocol.commands import encode_mpub_body  # noqa: E402
-from nsq_spark import register  # noqa: E402
+from nsq_spark import DrainSignal, register  # noqa: E402
+from tests.pipeline.standalone import StandaloneCluster  # noqa: E402
 from tests.servers import Nsqd, wait_for  # noqa: E402
 
 TOPIC, CHANNEL = "bench", "spark"
-WORKLOADS = ("nsq_to_noop", "nsq_to_parquet", "spark_to_nsq")
-SHOW_PROGRESS = False
+READS = ("nsq_to_noop", "nsq_to_parquet")
+WORKLOADS = (*READS, "spark_to_nsq")
+SCALING_PARTITIONS = (1, 2, 4)
+
+
+@dataclass
+class Run:
+    messages: int
+    seconds: float
+    startup: float                  # until the first message was FINed (or published)
+    steady: float                   # msgs/s after that
+    cpu: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float:
+        return self.messages / self.seconds
+
+
+@dataclass
+class Setup:
+    spark: SparkSession
+    messages: int
+    size: int
+    batch: int
+    partitions: int
+    progress: bool
 
 
 def body(i: int, size: int) -> bytes:
@@ -52,99 +95,251 @@ def fill(nsqd: Nsqd, count: int, size: int) -> None:
         assert answer.status == 200, answer
 
 
-def all_finished(nsqd: Nsqd, count: int) -> bool:
+def finished(nsqd: Nsqd) -> int:
+    """Messages of the channel nsqd saw FINed (none are requeued in these runs)."""
     channel = nsqd.channel(TOPIC, CHANNEL)
-    return bool(channel) and channel["message_count"] >= count and channel["depth"] == 0 \
-        and channel["in_flight_count"] == 0
+    if not channel:
+        return 0
+    return channel["message_count"] - channel["depth"] - channel["in_flight_count"] - channel["deferred_count"]
 
 
-def consume(spark: SparkSession, nsqd: Nsqd, count: int, size: int, batch: int, sink: Callable,
-            workdir: Path) -> float:
-    nsqd.post(f"/channel/create?topic={TOPIC}&channel={CHANNEL}")
-    fill(nsqd, count, size)
-    stream = (spark.readStream.format("nsq").option("nsqd_tcp_addresses", nsqd.tcp_address)
-              .option("topic", TOPIC).option("channel", CHANNEL)
-              .option("max_in_flight", str(min(count, 2 * batch)))
-              .option("max_messages_per_batch", str(batch)).load())
+def timed(count: int, done_so_far: Callable[[], int], check: Callable[[], None] = lambda: None,
+          ) -> tuple[float, float, float]:
+    """Poll ``done_so_far`` until it reaches ``count``: (total, start-up, steady msgs/s)."""
     started = time.monotonic()
-    query = sink(stream.writeStream, workdir).start()
+    first: tuple[float, int] | None = None
+    while True:
+        check()
+        done, now = done_so_far(), time.monotonic()
+        if done and first is None:
+            first = (now, done)
+        if done >= count:
+            break
+        if now - started > 3600:
+            raise TimeoutError(f"{done} of {count} after an hour")
+        time.sleep(0.05)
+    assert first is not None
+    total, startup = now - started, first[0] - started
+    steady = (count - first[1]) / (now - first[0]) if now > first[0] and count > first[1] else float("nan")
+    return total, startup, steady
+
+
+def read_stream(setup: Setup, nsqd: Nsqd, drain: DrainSignal):  # type: ignore[no-untyped-def]
+    return (setup.spark.readStream.format("nsq").option("nsqd_tcp_addresses", nsqd.tcp_address)
+            .option("topic", TOPIC).option("channel", CHANNEL)
+            .option("max_in_flight", str(min(setup.messages, 2 * setup.batch)))
+            .option("max_messages_per_batch", str(setup.batch))
+            .option("partitions", str(setup.partitions))
+            .option("drain_file", str(drain.path)).load())
+
+
+def sink(name: str, stream, workdir: Path):  # type: ignore[no-untyped-def]
+    writer = stream.writeStream.option("checkpointLocation", str(workdir / "checkpoint"))
+    if name == "nsq_to_noop":
+        return writer.format("noop")
+    return writer.format("parquet").option("path", str(workdir / "parquet"))
+
+
+def stop_drained(query: StreamingQuery, drain: DrainSignal) -> None:
+    """Drain, so that no batch is running when the query stops (stopping one aborts it)."""
     try:
-        def done() -> bool:
-            error = query.exception()
-            if error is not None:
-                raise RuntimeError(f"the query failed: {error}")
-            return all_finished(nsqd, count)
-        wait_for(done, timeout=3600, interval=0.1, message="every message FINed")
-        return time.monotonic() - started
+        if query.isActive and query.exception() is None:
+            drain.request()
+            wait_for(lambda: drain.is_drained() or not query.isActive, timeout=120, interval=0.05,
+                     message="the reader drained")
     finally:
-        if SHOW_PROGRESS:
-            for p in query.recentProgress:
-                print(f"  batch {p['batchId']}: {p['numInputRows']} rows, {p['durationMs']}", file=sys.stderr)
         query.stop()
 
 
-def noop(writer, workdir: Path):  # type: ignore[no-untyped-def]
-    return writer.format("noop").option("checkpointLocation", str(workdir / "checkpoint-noop"))
+def consume(setup: Setup, nsqd: Nsqd, workdir: Path, copies: int, sink_name: str) -> Run:
+    nsqd.post(f"/channel/create?topic={TOPIC}&channel={CHANNEL}")
+    fill(nsqd, setup.messages, setup.size)
+    drains = [DrainSignal(workdir / f"drain-{i}") for i in range(copies)]
+    queries: list[StreamingQuery] = []
+    with CpuMeter() as meter:
+        try:
+            for i, drain in enumerate(drains):
+                queries.append(sink(sink_name, read_stream(setup, nsqd, drain), workdir / f"copy-{i}").start())
+
+            def check() -> None:
+                for query in queries:
+                    if query.exception() is not None:
+                        raise RuntimeError(f"the query failed: {query.exception()}")
+            total, startup, steady = timed(setup.messages, lambda: finished(nsqd), check)
+        finally:
+            for query, drain in zip(queries, drains):
+                if setup.progress:
+                    for p in query.recentProgress:
+                        print(f"  batch {p['batchId']}: {p['numInputRows']} rows, {p['durationMs']}",
+                              file=sys.stderr)
+                stop_drained(query, drain)
+    return Run(setup.messages, total, startup, steady, meter.by_role())
 
 
-def parquet(writer, workdir: Path):  # type: ignore[no-untyped-def]
-    return (writer.format("parquet").option("path", str(workdir / "parquet"))
-            .option("checkpointLocation", str(workdir / "checkpoint-parquet")))
+def publish(setup: Setup, nsqd: Nsqd) -> Run:
+    rows = setup.spark.range(setup.messages).selectExpr(
+        f"rpad(format_string('%012d', id), {setup.size}, 'x') AS body")
+    timing: list[tuple[float, float, float]] = []
+    failure: list[BaseException] = []
+
+    def published() -> int:
+        stats = nsqd.topic(TOPIC)
+        return stats["message_count"] if stats else 0
+
+    def watch() -> None:  # Spark's write blocks the main thread (its session is that thread's)
+        try:
+            timing.append(timed(setup.messages, published))
+        except BaseException as err:
+            failure.append(err)
+    watcher = threading.Thread(target=watch, name="published", daemon=True)
+    with CpuMeter() as meter:
+        watcher.start()
+        (rows.write.format("nsq").mode("append").option("nsqd_tcp_addresses", nsqd.tcp_address)
+         .option("topic", TOPIC).save())
+        watcher.join(60)
+    if failure or not timing:
+        raise RuntimeError(f"every message written, but not seen at nsqd: {failure}")
+    return Run(setup.messages, *timing[0], meter.by_role())
 
 
-def publish(spark: SparkSession, nsqd: Nsqd, count: int, size: int) -> float:
-    rows = spark.range(count).selectExpr(f"rpad(format_string('%012d', id), {size}, 'x') AS body")
-    started = time.monotonic()
-    (rows.write.format("nsq").mode("append").option("nsqd_tcp_addresses", nsqd.tcp_address)
-     .option("topic", TOPIC).save())
-    seconds = time.monotonic() - started
-    assert nsqd.topic(TOPIC)["message_count"] == count
-    return seconds
-
-
-def run(name: str, spark: SparkSession, count: int, size: int, batch: int) -> float:
+def run(name: str, setup: Setup) -> Run:
     with tempfile.TemporaryDirectory(prefix="nsq-spark-bench-") as tmp:
         workdir = Path(tmp)
-        nsqd = Nsqd(workdir / "nsqd", {"max-rdy-count": max(2500, count), "mem-queue-size": count + 1,
-                                      "msg-timeout": "5m"}).start()
+        nsqd = Nsqd(workdir / "nsqd", {"max-rdy-count": max(2500, setup.messages),
+                                      "mem-queue-size": setup.messages + 1, "msg-timeout": "5m"}).start()
         try:
-            if name == "nsq_to_noop":
-                return consume(spark, nsqd, count, size, batch, noop, workdir)
-            if name == "nsq_to_parquet":
-                return consume(spark, nsqd, count, size, batch, parquet, workdir)
-            return publish(spark, nsqd, count, size)
+            if name == "spark_to_nsq":
+                return publish(setup, nsqd)
+            if name == "2_copies_parquet":
+                return consume(setup, nsqd, workdir, 2, "nsq_to_parquet")
+            return consume(setup, nsqd, workdir, 1, name.split("@")[0])
         finally:
             nsqd.stop()
 
 
+def plan(only: list[str], scaling: bool) -> Iterator[tuple[str, int | None]]:
+    """(row name, partitions or None for the default)."""
+    for name in only:
+        yield name, None
+    if scaling:
+        for p in SCALING_PARTITIONS:
+            yield f"nsq_to_parquet@{p}", p
+        yield "2_copies_parquet", None
+
+
+def spark_session(master: str, conf: list[str]) -> SparkSession:
+    builder = (SparkSession.builder.master(master).appName("nsq-spark-bench")
+               .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false"))
+    for key, _, value in (c.partition("=") for c in conf):
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
+
+
+def report(rows: dict[str, list[Run]], write: str = "spark_to_nsq") -> None:
+    def median(values: list[float]) -> float:
+        return statistics.median(values)
+    write_rate = median([r.rate for r in rows[write]]) if write in rows else None
+    print(f"{'workload':<20} {'messages':>9} {'start-up s':>10} {'steady/s':>9} {'overall/s':>10} "
+          f"{'MiB/s':>6} {'of write':>8}")
+    for name, runs in rows.items():
+        rate = median([r.rate for r in runs])
+        ratio = f"{rate / write_rate:8.2f}" if write_rate and name != write else f"{'':>8}"
+        print(f"{name:<20} {runs[0].messages:>9} {median([r.startup for r in runs]):>10.1f} "
+              f"{median([r.steady for r in runs]):>9.0f} {rate:>10.0f} "
+              f"{rate * SIZE / 2**20:>6.1f} {ratio}")
+    if any(r.cpu for runs in rows.values() for r in runs):
+        print("\nCPU seconds per 100k messages (median over runs), by process:")
+        for name, runs in rows.items():
+            roles: dict[str, list[float]] = defaultdict(list)
+            for r in runs:
+                for role, seconds in r.cpu.items():
+                    roles[role].append(seconds * 100_000 / r.messages)
+            parts = ", ".join(f"{role} {median(v):.2f}" for role, v in
+                              sorted(roles.items(), key=lambda item: -median(item[1])) if median(v) >= 0.01)
+            total = median([sum(r.cpu.values()) * 100_000 / r.messages for r in runs])
+            print(f"  {name:<20} total {total:.2f}: {parts}")
+
+
+SIZE = 200
+
+
+@contextmanager
+def session_for(mode: str, conf: list[str], workdir: Path) -> Iterator[SparkSession]:
+    """local[2], or a standalone master and worker (2 cores) started for the run."""
+    if mode == "local":
+        spark = spark_session("local[2]", conf)
+        try:
+            yield spark
+        finally:
+            spark.stop()
+        return
+    cluster = StandaloneCluster(workdir / "standalone", daemon_java_options="-XX:+UseSerialGC").start()
+    try:
+        spark = spark_session(cluster.url, ["spark.executor.cores=2", "spark.cores.max=2",
+                                            f"spark.pyspark.python={sys.executable}", *conf])
+        try:
+            yield spark
+        finally:
+            spark.stop()
+    finally:
+        cluster.stop()
+
+
+def measure(mode: str, args: argparse.Namespace, only: list[str]) -> dict[str, list[Run]]:
+    rows: dict[str, list[Run]] = defaultdict(list)
+    with tempfile.TemporaryDirectory(prefix="nsq-spark-bench-") as tmp, \
+            session_for(mode, args.conf, Path(tmp)) as spark:
+        warm = Setup(spark, args.warmup, args.size, max(1000, args.warmup // 2), args.partitions, False)
+        for name in WORKLOADS:  # Spark's first use of each path, and the JIT's
+            run(name, warm)
+        for i in range(args.runs):
+            for name, partitions in plan(only, args.scaling):
+                setup = Setup(spark, args.messages, args.size, args.batch, partitions or args.partitions,
+                              args.progress)
+                result = run(name, setup)
+                if not args.cpu:
+                    result.cpu = {}
+                rows[name].append(result)
+                print(f"  {mode} run {i + 1} {name}: {result.rate:.0f} msgs/s", file=sys.stderr, flush=True)
+    return rows
+
+
 def main() -> None:
+    global SIZE
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mode", default="local", help="local, standalone or local,standalone")
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--size", type=int, default=200, help="body bytes")
     parser.add_argument("--batch", type=int, default=100_000, help="max messages per micro-batch")
+    parser.add_argument("--partitions", type=int, default=2, help="partitions per micro-batch")
+    parser.add_argument("--runs", type=int, default=3, help="runs of each workload (a row is their median)")
+    parser.add_argument("--warmup", type=int, default=20_000, help="messages of the warm-up of each path")
     parser.add_argument("--only", default=",".join(WORKLOADS))
+    parser.add_argument("--scaling", action="store_true",
+                        help="add nsq_to_parquet with 1/2/4 partitions and two copies on one channel")
+    parser.add_argument("--cpu", action="store_true", help="CPU seconds per process kind")
     parser.add_argument("--progress", action="store_true", help="print each micro-batch's timings")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark configuration")
     args = parser.parse_args()
-    global SHOW_PROGRESS
-    SHOW_PROGRESS = args.progress
-    spark = (SparkSession.builder.master("local[2]").appName("nsq-spark-bench")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
-    try:
-        for name in ("nsq_to_noop", "spark_to_nsq"):  # warm-up: Spark's first use of each path
-            run(name, spark, 2000, args.size, 1000)
-        print(f"{'workload':<16} {'messages':>10} {'seconds':>8} {'msgs/s':>10} {'MiB/s':>7}")
-        for name in args.only.split(","):
-            if name not in WORKLOADS:
-                raise SystemExit(f"unknown workload {name!r} (known: {', '.join(WORKLOADS)})")
-            seconds = run(name, spark, args.messages, args.size, args.batch)
-            rate = args.messages / seconds
-            print(f"{name:<16} {args.messages:>10} {seconds:>8.2f} {rate:>10.0f} "
-                  f"{rate * args.size / 2**20:>7.1f}", flush=True)
-    finally:
-        spark.stop()
+    SIZE = args.size
+    only = [name for name in args.only.split(",") if name]
+    for name in only:
+        if name not in WORKLOADS:
+            raise SystemExit(f"unknown workload {name!r} (known: {', '.join(WORKLOADS)})")
+    modes = [m for m in args.mode.split(",") if m]
+    for mode in modes:
+        if mode not in ("local", "standalone"):
+            raise SystemExit(f"unknown mode {mode!r} (local, standalone)")
+    results = {mode: measure(mode, args, only) for mode in modes}
+    for mode, rows in results.items():
+        where = "local[2]" if mode == "local" else "standalone master + worker (2 cores), driver apart"
+        print(f"\n{where}: {args.messages} messages of {args.size} bytes, batches of {args.batch}, "
+              f"{args.partitions} partitions, median of {args.runs} runs, load average {os.getloadavg()[0]:.1f}")
+        report(rows)
 
 
 if __name__ == "__main__":

@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Coroutine, Iterable
+from typing import Any, Coroutine
 
-from nsq_client import Connection, ConnectionDelegate, Message, NsqdNode, ServerError
+from nsq_client import Connection, ConnectionDelegate, NsqdNode, ServerError
 from nsq_client.backoff import reconnect_delay
 from nsq_client.lookup import LookupdPoller, nodes_with_topic
 from nsq_client.rdy import split_max_in_flight
+from nsq_protocol import ProtocolError
+from nsq_protocol.errors import E_BAD_MESSAGE
+from nsq_protocol.message import MESSAGE_HEADER, MESSAGE_HEADER_SIZE
 
-from .ledger import Ledger
+from .ledger import Held, Ledger
 from .options import SourceOptions
 
 log = logging.getLogger("nsq_spark")
@@ -41,7 +44,7 @@ class Feed(ConnectionDelegate):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self.config = options.connection_config()
-        self.ledger: Ledger[Message] = Ledger()
+        self.ledger: Ledger[Connection] = Ledger()
         self._conns: dict[str, list[Connection]] = {}
         self._dialing: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -77,7 +80,7 @@ class Feed(ConnectionDelegate):
         opened: list[Connection] = []
         try:
             for _ in range(self.options.connections_per_nsqd):
-                conn = Connection(address, self.config, self)
+                conn = Connection(address, self.config, self, raw_messages=True)
                 await conn.connect()
                 opened.append(conn)
                 await conn.subscribe(self.options.topic, self.options.channel)
@@ -128,11 +131,14 @@ class Feed(ConnectionDelegate):
                 conn.send_rdy(count)
 
     # -- ConnectionDelegate -------------------------------------------------------
-    def on_message(self, conn: Connection, message: Message) -> None:
+    def on_message_frame(self, conn: Connection, data: bytes) -> None:
+        if len(data) < MESSAGE_HEADER_SIZE:
+            raise ProtocolError(E_BAD_MESSAGE, f"message too short ({len(data)} bytes)")
         if self._closing or self._draining:
-            message.requeue(0, backoff=False)  # sent before RDY 0 reached nsqd
+            conn.requeue_ids([data[10:26]])  # sent before RDY 0 reached nsqd
             return
-        self.ledger.add(message)
+        timestamp, attempts = MESSAGE_HEADER.unpack_from(data, 0)
+        self.ledger.add(data[10:26], data[26:], timestamp, attempts, conn)
 
     def on_server_error(self, conn: Connection, error: ServerError) -> None:
         self._fail(NsqSourceError(f"{conn.address}: nsqd answered {error.code}: {error.text}"))
@@ -190,7 +196,7 @@ class Feed(ConnectionDelegate):
             through = min(through, after + max_rows)
         return max(after, through), self.ledger.released < after
 
-    def take(self, after: int, through: int) -> list[Message]:
+    def take(self, after: int, through: int) -> Held[Connection]:
         self.check()
         return self.ledger.between(after, through)
 
@@ -198,8 +204,8 @@ class Feed(ConnectionDelegate):
         """FIN every message numbered up to ``through``."""
         self.check()
         finished = self.ledger.release_through(through)
-        for message in finished:
-            message.finish()
+        for conn, ids in finished.by_conn().items():
+            conn.finish_ids(ids)
         return len(finished)
 
     def drain(self) -> None:
@@ -232,13 +238,13 @@ class Feed(ConnectionDelegate):
     async def _touch_loop(self) -> None:
         while not self._closing:
             await asyncio.sleep(self.touch_interval())
-            for message in list(self.ledger):
-                message.touch()
+            for conn, ids in self.ledger.held().by_conn().items():
+                conn.touch_ids(ids)
 
     # -- stopping -------------------------------------------------------------------
-    def _requeue(self, messages: Iterable[Message]) -> None:
-        for message in messages:
-            message.requeue(0, backoff=False)
+    def _requeue(self, messages: Held[Connection]) -> None:
+        for conn, ids in messages.by_conn().items():
+            conn.requeue_ids(ids)
 
     async def close(self) -> None:
         """CLS, hand every held message back to nsqd (REQ without delay), close."""

@@ -114,9 +114,9 @@ class NsqStreamReader(DataSourceStreamReader):
         after, through = messages_between(Position.from_json(start), Position.from_json(end), self.session)
         if through == after:
             return []
-        messages = self._call("take", after, through)
+        held = self._call("take", after, through)
         return [NsqPartition(record_batch(part, self.options.topic, self.options.channel))
-                for part in split_evenly(messages, self.options.partitions)]
+                for part in split_evenly(held, self.options.partitions)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, NsqPartition)

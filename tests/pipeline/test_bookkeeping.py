@@ -60,44 +60,59 @@ def test_offsets_round_trip_and_ranges_belong_to_one_session() -> None:
 
 
 # -- ledger --------------------------------------------------------------------------
+def add(ledger: Ledger[str], name: str, conn: str = "c1") -> int:
+    return ledger.add(name.encode(), b"body of " + name.encode(), len(name), 1, conn)
+
+
 def test_ledger_numbers_in_arrival_order_and_releases_in_order() -> None:
     ledger: Ledger[str] = Ledger()
-    assert [ledger.add(x) for x in "abcde"] == [1, 2, 3, 4, 5]
-    assert ledger.between(1, 4) == ["b", "c", "d"]
-    assert ledger.release_through(2) == ["a", "b"]
-    assert ledger.release_through(2) == []
-    assert ledger.between(2, 5) == ["c", "d", "e"]
+    assert [add(ledger, x) for x in "abcde"] == [1, 2, 3, 4, 5]
+    held = ledger.between(1, 4)
+    assert (held.ids, held.bodies) == ([b"b", b"c", b"d"], [b"body of b", b"body of c", b"body of d"])
+    assert ledger.release_through(2).ids == [b"a", b"b"]
+    assert ledger.release_through(2).ids == []
+    assert ledger.between(2, 5).ids == [b"c", b"d", b"e"]
     with pytest.raises(LookupError):
         ledger.between(1, 3)  # already released
     with pytest.raises(LookupError):
         ledger.between(4, 6)  # not received yet
-    assert ledger.drop_after(3) == ["d", "e"]
-    assert ledger.add("f") == 4  # a dropped number is given again
-    assert list(ledger) == ["c", "f"]
+    assert ledger.drop_after(3).ids == [b"d", b"e"]
+    assert add(ledger, "f") == 4  # a dropped number is given again
+    assert list(ledger) == [b"c", b"f"]
+
+
+def test_held_messages_are_answered_per_connection_in_order() -> None:
+    ledger: Ledger[str] = Ledger()
+    for name, conn in [("a", "n1"), ("b", "n2"), ("c", "n1"), ("d", "n1"), ("e", "n2")]:
+        add(ledger, name, conn)
+    assert ledger.release_through(4).by_conn() == {"n1": [b"a", b"c", b"d"], "n2": [b"b"]}
+    assert ledger.held().by_conn() == {"n2": [b"e"]}
 
 
 @given(st.lists(st.sampled_from(["add", "release", "drop"]), max_size=60), st.data())
 def test_ledger_holds_exactly_what_was_added_and_not_released(steps: list[str], data: st.DataObject) -> None:
-    ledger: Ledger[int] = Ledger()
-    model: list[int] = []   # the model: what is held, in order
-    first = 1               # the number of model[0]
+    ledger: Ledger[str] = Ledger()
+    model: list[bytes] = []   # the model: what is held, in order
+    first = 1                 # the number of model[0]
     counter = 0
     for step in steps:
         if step == "add":
             counter += 1
-            assert ledger.add(counter) == first + len(model)
-            model.append(counter)
+            assert add(ledger, str(counter)) == first + len(model)
+            model.append(str(counter).encode())
         elif step == "release":
             through = data.draw(st.integers(0, first + len(model) + 2))
             n = max(0, min(through, first + len(model) - 1) - first + 1)
-            assert ledger.release_through(through) == model[:n]
+            assert ledger.release_through(through).ids == model[:n]
             model, first = model[n:], first + n
         else:
             after = data.draw(st.integers(0, first + len(model) + 2))
             keep = max(0, min(len(model), after - first + 1))
-            assert ledger.drop_after(after) == model[keep:]
+            assert ledger.drop_after(after).ids == model[keep:]
             model = model[:keep]
         assert list(ledger) == model
+        held = ledger.held()
+        assert held.bodies == [b"body of " + i for i in model] and held.timestamps == [len(i) for i in model]
         assert (ledger.released, ledger.received) == (first - 1, first - 1 + len(model))
 
 

@@ -1,0 +1,104 @@
+"""CPU seconds spent by a process and everything it started, grouped by what each
+process is (Linux /proc only; a figure for the bench, not a measuring instrument).
+
+Processes come and go during a Spark run (Python workers, planner processes), so a
+sampler thread reads every descendant's CPU time a few times a second and keeps the
+last value seen for each; a process that lived less than one interval is missed.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from collections import defaultdict
+from typing import Callable
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _processes() -> dict[int, tuple[int, str, float]]:
+    """pid -> (parent pid, command line, CPU seconds) of every process we may read."""
+    found: dict[int, tuple[int, str, float]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                command = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        found[int(name)] = (int(fields[1]), command, (int(fields[11]) + int(fields[12])) / TICK)
+    return found
+
+
+def default_role(command: str) -> str:
+    if "python_streaming_source_runner" in command:
+        return "driver reader (Python)"
+    if "pyspark.daemon" in command or "pyspark.worker" in command or "pyspark.sql.worker" in command:
+        return "Python workers"
+    if "CoarseGrainedExecutorBackend" in command:
+        return "executor JVM"
+    if "deploy.master.Master" in command or "deploy.worker.Worker" in command:
+        return "master+worker JVMs"
+    if "java" in command.split(" ", 1)[0]:
+        return "driver JVM"
+    if "nsqd" in command:
+        return "nsqd"
+    return "other"
+
+
+class CpuMeter:
+    """``with CpuMeter() as meter: ...`` then ``meter.by_role()``: CPU seconds spent
+    inside the block by this process (role ``bench``) and its descendants."""
+
+    def __init__(self, root: int | None = None, role: Callable[[str], str] = default_role,
+                 interval: float = 0.2) -> None:
+        self.root = root or os.getpid()
+        self.role = role
+        self.interval = interval
+        self._start: dict[int, float] = {}
+        self._last: dict[int, tuple[str, float]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cpu-meter", daemon=True)
+
+    def _descendants(self, table: dict[int, tuple[int, str, float]]) -> set[int]:
+        children: dict[int, list[int]] = defaultdict(list)
+        for pid, (parent, _, _) in table.items():
+            children[parent].append(pid)
+        found, todo = set(), [self.root]
+        while todo:
+            pid = todo.pop()
+            found.add(pid)
+            todo.extend(children.get(pid, []))
+        return found
+
+    def _sample(self) -> None:
+        table = _processes()
+        for pid in self._descendants(table):
+            if pid in table:
+                _, command, cpu = table[pid]
+                if command:  # a zombie has none: keep what was seen while it ran
+                    self._last[pid] = ("bench" if pid == self.root else self.role(command), cpu)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def __enter__(self) -> "CpuMeter":
+        self._sample()
+        self._start = {pid: cpu for pid, (_, cpu) in self._last.items()}
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    def by_role(self) -> dict[str, float]:
+        spent: dict[str, float] = defaultdict(float)
+        for pid, (role, cpu) in self._last.items():
+            spent[role] += cpu - self._start.get(pid, 0.0)
+        return dict(sorted(spent.items(), key=lambda item: -item[1]))
