@@ -196,6 +196,20 @@ class Feed(ConnectionDelegate):
             through = min(through, after + max_rows)
         return max(after, through), self.ledger.released < after
 
+    async def first_deliveries(self, enough: int | None, timeout: float, pause: float = 0.1) -> None:
+        """Wait at most ``timeout`` after subscribing for the first messages: until
+        ``enough`` arrived, or they stopped arriving for ``pause`` seconds."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        seen, since = self.ledger.received, loop.time()
+        while loop.time() < deadline and not (enough and self.ledger.received >= enough):
+            await asyncio.sleep(0.02)
+            if self.ledger.received != seen:
+                seen, since = self.ledger.received, loop.time()
+            elif seen and loop.time() - since >= pause:
+                break
+        self.check()
+
     def take(self, after: int, through: int) -> Held[Connection]:
         self.check()
         return self.ledger.between(after, through)

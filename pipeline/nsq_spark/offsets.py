@@ -57,3 +57,18 @@ def messages_between(start: Position, end: Position, session: str) -> tuple[int,
         return 0, 0
     after = seq_in_session(start, session)
     return after, max(after, end.seq)
+
+
+def even_ranges(after: int, through: int, parts: int) -> list[tuple[int, int]]:
+    """``(after, through]`` cut into at most ``parts`` consecutive ranges of near-equal
+    size, none empty."""
+    count = through - after
+    parts = max(1, min(parts, count))
+    size, extra = divmod(count, parts)
+    ranges, begin = [], after
+    for i in range(parts):
+        end = begin + size + (1 if i < extra else 0)
+        if end > begin:
+            ranges.append((begin, end))
+        begin = end
+    return ranges

@@ -9,7 +9,7 @@ names the option, so a query fails at start saying which option is wrong.
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Mapping, TypeVar
+from typing import Annotated, Any, Literal, Mapping, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -23,7 +23,7 @@ from pydantic import (
 
 from nsq_client import Config
 from nsq_protocol.flags import parse_duration
-from nsq_protocol.host_port import split_dial_address
+from nsq_protocol.host_port import split_dial_address, split_host_port
 from nsq_protocol.names import is_valid_channel_name, is_valid_topic_name
 
 # options of nsq_client.Config a Spark user may set (the rest are the connector's own)
@@ -112,6 +112,8 @@ class SourceOptions(_Endpoints):
     touch_interval: Seconds | None = None
     partitions: Annotated[int, Field(ge=1, le=10_000)] = 2
     drain_file: str | None = None
+    batch_transfer: Literal["fetch", "inline"] = "fetch"
+    batch_server_address: str | None = None   # host or host:port the tasks fetch rows from
 
     @field_validator("channel")
     @classmethod
@@ -126,6 +128,23 @@ class SourceOptions(_Endpoints):
             raise ValueError(f"touch_interval ({self.touch_interval:g}s) must be shorter than "
                              f"msg_timeout ({self.msg_timeout:g}s)")
         return self
+
+    @field_validator("batch_server_address")
+    @classmethod
+    def _listen_address(cls, value: str | None) -> str | None:
+        if value:
+            cls._split_listen(value)
+        return value
+
+    @staticmethod
+    def _split_listen(value: str) -> tuple[str, int]:
+        if ":" not in value:
+            return value, 0  # a host alone: any port
+        return split_host_port(value)  # an empty host (':7078') is Spark's host too
+
+    def batch_server_host_port(self) -> tuple[str, int]:
+        """Where the reader listens for tasks: ('', 0) for Spark's host and any port."""
+        return self._split_listen(self.batch_server_address) if self.batch_server_address else ("", 0)
 
     def connection_config(self) -> Config:
         return self.client_config(max_in_flight=self.max_in_flight, msg_timeout=self.msg_timeout or 0)

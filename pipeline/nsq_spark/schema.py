@@ -37,16 +37,3 @@ def record_batch(held: Held[Any], topic: str, channel: str) -> pa.RecordBatch:
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.repeat(pa.scalar(channel, pa.string()), n),
     ], schema=ARROW_SCHEMA)
-
-
-def split_evenly(held: Held[Any], parts: int) -> list[Held[Any]]:
-    """At most ``parts`` consecutive slices of near-equal size, none empty."""
-    parts = max(1, min(parts, len(held)))
-    size, extra = divmod(len(held), parts)
-    slices, begin = [], 0
-    for i in range(parts):
-        end = begin + size + (1 if i < extra else 0)
-        if end > begin:
-            slices.append(held.slice(begin, end))
-        begin = end
-    return slices
