@@ -19,8 +19,8 @@ to the message count, as a pipeline's broker should be):
 
 Each run of a workload gives: start-up (from the start until nsqd saw the first message
 FINed, or for the write the first one published), the steady rate after that, the
-overall rate, and with ``--cpu`` the CPU seconds each kind of process spent per 100k
-messages. A row is the median of ``--runs`` runs; the runs of all workloads interleave,
+overall rate, and with ``--usage`` the CPU seconds each kind of process spent per 100k
+messages and the largest resident memory of one process of each kind. A row is the median of ``--runs`` runs; the runs of all workloads interleave,
 so read and write share the machine's load. A small warm-up of every path runs first.
 Spark is bound to 127.0.0.1. A read query is stopped after a drain (the reader FINed
 everything and Spark runs no batch), so stopping it aborts nothing.
@@ -48,7 +48,7 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql.streaming import StreamingQuery  # noqa: E402
 
-from bench.proc_cpu import CpuMeter  # noqa: E402
+from bench.proc_usage import ProcessMeter  # noqa: E402
 from nsq_protocol.commands import encode_mpub_body  # noqa: E402
 from nsq_spark import DrainSignal, register  # noqa: E402
 from tests.pipeline.standalone import StandaloneCluster  # noqa: E402
@@ -67,6 +67,7 @@ class Run:
     startup: float                  # until the first message was FINed (or published)
     steady: float                   # msgs/s after that
     cpu: dict[str, float] = field(default_factory=dict)
+    peak_rss: dict[str, int] = field(default_factory=dict)
 
     @property
     def rate(self) -> float:
@@ -156,7 +157,7 @@ def consume(setup: Setup, nsqd: Nsqd, workdir: Path, copies: int, sink_name: str
     fill(nsqd, setup.messages, setup.size)
     drains = [DrainSignal(workdir / f"drain-{i}") for i in range(copies)]
     queries: list[StreamingQuery] = []
-    with CpuMeter() as meter:
+    with ProcessMeter() as meter:
         try:
             for i, drain in enumerate(drains):
                 queries.append(sink(sink_name, read_stream(setup, nsqd, drain), workdir / f"copy-{i}").start())
@@ -173,7 +174,7 @@ def consume(setup: Setup, nsqd: Nsqd, workdir: Path, copies: int, sink_name: str
                         print(f"  batch {p['batchId']}: {p['numInputRows']} rows, {p['durationMs']}",
                               file=sys.stderr)
                 stop_drained(query, drain)
-    return Run(setup.messages, total, startup, steady, meter.by_role())
+    return Run(setup.messages, total, startup, steady, meter.cpu_by_role(), meter.peak_rss_by_role())
 
 
 def publish(setup: Setup, nsqd: Nsqd) -> Run:
@@ -192,14 +193,14 @@ def publish(setup: Setup, nsqd: Nsqd) -> Run:
         except BaseException as err:
             failure.append(err)
     watcher = threading.Thread(target=watch, name="published", daemon=True)
-    with CpuMeter() as meter:
+    with ProcessMeter() as meter:
         watcher.start()
         (rows.write.format("nsq").mode("append").option("nsqd_tcp_addresses", nsqd.tcp_address)
          .option("topic", TOPIC).save())
         watcher.join(60)
     if failure or not timing:
         raise RuntimeError(f"every message written, but not seen at nsqd: {failure}")
-    return Run(setup.messages, *timing[0], meter.by_role())
+    return Run(setup.messages, *timing[0], meter.cpu_by_role(), meter.peak_rss_by_role())
 
 
 def run(name: str, setup: Setup) -> Run:
@@ -243,14 +244,15 @@ def report(rows: dict[str, list[Run]], write: str = "spark_to_nsq") -> None:
     def median(values: list[float]) -> float:
         return statistics.median(values)
     write_rate = median([r.rate for r in rows[write]]) if write in rows else None
+    write_steady = median([r.steady for r in rows[write]]) if write in rows else None
     print(f"{'workload':<20} {'messages':>9} {'start-up s':>10} {'steady/s':>9} {'overall/s':>10} "
-          f"{'MiB/s':>6} {'of write':>8}")
+          f"{'MiB/s':>6} {'of write: overall':>17} {'steady':>7}")
     for name, runs in rows.items():
-        rate = median([r.rate for r in runs])
-        ratio = f"{rate / write_rate:8.2f}" if write_rate and name != write else f"{'':>8}"
+        rate, steady = median([r.rate for r in runs]), median([r.steady for r in runs])
+        ratios = (f"{rate / write_rate:17.2f} {steady / write_steady:7.2f}"
+                  if write_rate and write_steady and name != write else "")
         print(f"{name:<20} {runs[0].messages:>9} {median([r.startup for r in runs]):>10.1f} "
-              f"{median([r.steady for r in runs]):>9.0f} {rate:>10.0f} "
-              f"{rate * SIZE / 2**20:>6.1f} {ratio}")
+              f"{steady:>9.0f} {rate:>10.0f} {rate * SIZE / 2**20:>6.1f} {ratios}")
     if any(r.cpu for runs in rows.values() for r in runs):
         print("\nCPU seconds per 100k messages (median over runs), by process:")
         for name, runs in rows.items():
@@ -262,6 +264,14 @@ def report(rows: dict[str, list[Run]], write: str = "spark_to_nsq") -> None:
                               sorted(roles.items(), key=lambda item: -median(item[1])) if median(v) >= 0.01)
             total = median([sum(r.cpu.values()) * 100_000 / r.messages for r in runs])
             print(f"  {name:<20} total {total:.2f}: {parts}")
+        print("\nlargest resident memory of one process (MiB, largest over runs), by process:")
+        for name, runs in rows.items():
+            peak: dict[str, int] = defaultdict(int)
+            for r in runs:
+                for role, size in r.peak_rss.items():
+                    peak[role] = max(peak[role], size)
+            print(f"  {name:<20} " + ", ".join(f"{role} {size / 2**20:.0f}" for role, size in
+                                               sorted(peak.items(), key=lambda item: -item[1]) if size))
 
 
 SIZE = 200
@@ -301,8 +311,8 @@ def measure(mode: str, args: argparse.Namespace, only: list[str]) -> dict[str, l
                 setup = Setup(spark, args.messages, args.size, args.batch, partitions or args.partitions,
                               args.progress)
                 result = run(name, setup)
-                if not args.cpu:
-                    result.cpu = {}
+                if not args.usage:
+                    result.cpu, result.peak_rss = {}, {}
                 rows[name].append(result)
                 print(f"  {mode} run {i + 1} {name}: {result.rate:.0f} msgs/s", file=sys.stderr, flush=True)
     return rows
@@ -321,7 +331,8 @@ def main() -> None:
     parser.add_argument("--only", default=",".join(WORKLOADS))
     parser.add_argument("--scaling", action="store_true",
                         help="add nsq_to_parquet with 1/2/4 partitions and two copies on one channel")
-    parser.add_argument("--cpu", action="store_true", help="CPU seconds per process kind")
+    parser.add_argument("--usage", action="store_true",
+                        help="CPU seconds and largest resident memory per kind of process")
     parser.add_argument("--progress", action="store_true", help="print each micro-batch's timings")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark configuration")
     args = parser.parse_args()

@@ -35,6 +35,8 @@ def test_option_names_in_any_spelling_and_go_durations() -> None:
     ({**SOURCE, "msg_timeout": "soon"}, "nsq option 'msg_timeout'"),
     ({**SOURCE, "msg_timeout": "2s", "touch_interval": "2s"}, "touch_interval (2s) must be shorter"),
     ({**SOURCE, "deflate_level": "12"}, "nsq option 'deflate_level': deflate_level must be within [1, 9]"),
+    ({**SOURCE, "batch_transfer": "broadcast"}, "nsq option 'batch_transfer'"),
+    ({**SOURCE, "batch_server_address": "10.0.0.5:http"}, "nsq option 'batch_server_address': invalid port"),
 ])
 def test_a_bad_option_is_named(raw: dict[str, str], message: str) -> None:
     with pytest.raises(OptionError) as err:

@@ -9,6 +9,8 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from nsq_spark import DrainSignal, NsqSourceError
+from nsq_spark.batch_transfer import BatchFetchError, RowsRequest, fetch_rows
+from nsq_spark.reader import NsqRowsPartition
 from tests.pipeline.nsq_helpers import bodies, channel_counts, next_offset, publish, rows_between
 from tests.servers import wait_for
 
@@ -291,3 +293,48 @@ def test_the_reader_pickles_without_its_connections(servers, open_reader) -> Non
     partitions = [pickle.loads(pickle.dumps(p)) for p in reader.partitions(start, end)]
     assert sorted(row["body"] for p in partitions for b in copy.read(p) for row in b.to_pylist()) == bodies(2)
     assert len((nsqd.channel(TOPIC, CHANNEL) or {})["clients"]) == 1  # the copy opened nothing
+
+
+def test_tasks_fetch_exactly_their_rows_and_only_with_the_token(servers, open_reader) -> None:
+    nsqd = servers.nsqd()
+    publish(nsqd, TOPIC, bodies(30))
+    reader = open_reader(topic=TOPIC, channel=CHANNEL, nsqd_tcp_addresses=nsqd.tcp_address, partitions=3)
+    start = reader.initialOffset()
+    end = next_offset(reader, start, until=lambda end: end["seq"] == 30)
+    partitions = [pickle.loads(pickle.dumps(p)) for p in reader.partitions(start, end)]
+    assert all(isinstance(p, NsqRowsPartition) and p.address.startswith("127.0.0.1:") for p in partitions)
+    per_task = [[row["body"] for batch in reader.read(p) for row in batch.to_pylist()] for p in partitions]
+    assert [len(rows) for rows in per_task] == [10, 10, 10]
+    assert sorted(sum(per_task, [])) == bodies(30)
+
+    first = partitions[0]
+    with pytest.raises(BatchFetchError, match="wrong token"):
+        fetch_rows(first.address, "0" * 32, first.request)
+    with pytest.raises(BatchFetchError, match="not held"):  # rows past what was received
+        fetch_rows(first.address, first.token, RowsRequest(first.request.session, 25, 31))
+    reader.commit(end)
+    with pytest.raises(BatchFetchError, match="not held"):  # a committed batch is gone (FINed)
+        list(reader.read(first))
+
+
+def test_inline_partitions_carry_their_rows(servers, open_reader) -> None:
+    nsqd = servers.nsqd()
+    publish(nsqd, TOPIC, bodies(20))
+    reader = open_reader(topic=TOPIC, channel=CHANNEL, nsqd_tcp_addresses=nsqd.tcp_address,
+                         batch_transfer="inline")
+    start = reader.initialOffset()
+    end = next_offset(reader, start, until=lambda end: end["seq"] == 20)
+    partitions = reader.partitions(start, end)
+    assert [p.batch.num_rows for p in partitions] == [10, 10]
+    reader.commit(end)  # the rows went with the partitions: readable after the FIN
+    assert sorted(r["body"] for p in partitions for b in reader.read(p) for r in b.to_pylist()) == bodies(20)
+
+
+def test_the_first_batch_holds_what_nsqd_delivered_right_after_subscribing(servers, open_reader) -> None:
+    nsqd = servers.nsqd()
+    publish(nsqd, TOPIC, bodies(300))
+    reader = open_reader(topic=TOPIC, channel=CHANNEL, nsqd_tcp_addresses=nsqd.tcp_address,
+                         max_in_flight=1000)
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadAllAvailable())  # asked once, at once, as Spark does
+    assert end["seq"] == 300

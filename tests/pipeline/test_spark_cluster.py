@@ -30,28 +30,28 @@ CHANNEL = "archive"
 
 def test_executors_publish_a_dataframe(cluster_spark, standalone: StandaloneCluster, servers) -> None:
     nsqd = servers.nsqd()
-    rows = cluster_spark.range(20_000).selectExpr("format_string('row-%05d', id) AS body")
+    rows = cluster_spark.range(10_000).selectExpr("format_string('row-%05d', id) AS body")
     (rows.repartition(4).write.format("nsq").mode("append")
      .option("nsqd_tcp_addresses", nsqd.tcp_address).option("topic", "from-executors").save())
     assert standalone.executor_pids(), "no executor JVM on the worker: the rows were published elsewhere"
     assert nsqd.topic("from-executors")["message_count"] == 20_000
     received = consume_bodies(nsqd, "from-executors", "check", 20_000, timeout=60)
-    assert sorted(received) == [f"row-{i:05d}".encode() for i in range(20_000)]
+    assert sorted(received) == [f"row-{i:05d}".encode() for i in range(10_000)]
 
 
 def test_the_archive_job_end_to_end(cluster_spark, servers, tmp_path: Path) -> None:
     lookupd = servers.lookupd()
     nsqds = [servers.nsqd(lookupd_tcp_address=lookupd.tcp_address, max_rdy_count=10_000) for _ in range(2)]
-    sent = {n.tcp_address: bodies(8000, f"node{i}") for i, n in enumerate(nsqds)}
+    sent = {n.tcp_address: bodies(3000, f"node{i}") for i, n in enumerate(nsqds)}
     for nsqd in nsqds:
         publish(nsqd, "orders", sent[nsqd.tcp_address])
     wait_for(lambda: len(lookupd.producers("orders")) == 2, message="lookupd lists both nsqds")
     job = ArchiveJob({"lookupd_http_addresses": lookupd.http_address, "topic": "orders", "channel": CHANNEL,
-                      "max_in_flight": "10000", "max_messages_per_batch": "4000"},
+                      "max_in_flight": "10000", "max_messages_per_batch": "3000"},
                      output=str(tmp_path / "out"), checkpoint=str(tmp_path / "checkpoint"))
     query = start_archive(cluster_spark, job)
     try:
-        while_running(query, lambda: all(settled(n, "orders", CHANNEL, 8000) for n in nsqds), 120,
+        while_running(query, lambda: all(settled(n, "orders", CHANNEL, 3000) for n in nsqds), 120,
                       "both nsqds' messages FINed")
     finally:
         query.stop()
@@ -64,10 +64,10 @@ def test_the_archive_job_end_to_end(cluster_spark, servers, tmp_path: Path) -> N
 def test_the_archive_job_survives_its_executor_killed_mid_stream(cluster_spark, standalone: StandaloneCluster,
                                                                  servers, tmp_path: Path) -> None:
     nsqd = servers.nsqd(max_rdy_count=10_000)
-    sent = bodies(30_000)
+    sent = bodies(8000)
     publish(nsqd, "events", sent)
     job = ArchiveJob({"nsqd_tcp_addresses": nsqd.tcp_address, "topic": "events", "channel": CHANNEL,
-                      "max_in_flight": "4000", "max_messages_per_batch": "2000"},
+                      "max_in_flight": "2000", "max_messages_per_batch": "1000"},
                      output=str(tmp_path / "out"), checkpoint=str(tmp_path / "checkpoint"))
     query = start_archive(cluster_spark, job)
     try:
@@ -101,7 +101,7 @@ def readme_launcher() -> str:
 def test_the_archive_job_submitted_with_the_readme_launcher(standalone: StandaloneCluster, cluster_spark,
                                                             servers, tmp_path: Path) -> None:
     nsqd = servers.nsqd()
-    sent = bodies(5000)
+    sent = bodies(3000)
     publish(nsqd, "submitted", sent)
     launcher = tmp_path / "nsq_archive.py"
     launcher.write_text(readme_launcher())

@@ -1,5 +1,6 @@
-"""CPU seconds spent by a process and everything it started, grouped by what each
-process is (Linux /proc only; a figure for the bench, not a measuring instrument).
+"""CPU seconds spent, and the largest resident memory, of a process and everything it
+started, grouped by what each process is (Linux /proc only; a figure for the bench, not a
+measuring instrument).
 
 Processes come and go during a Spark run (Python workers, planner processes), so a
 sampler thread reads every descendant's CPU time a few times a second and keeps the
@@ -15,9 +16,12 @@ from typing import Callable
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _processes() -> dict[int, tuple[int, str, float]]:
-    """pid -> (parent pid, command line, CPU seconds) of every process we may read."""
-    found: dict[int, tuple[int, str, float]] = {}
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _processes() -> dict[int, tuple[int, str, float, int]]:
+    """pid -> (parent pid, command line, CPU seconds, resident bytes) of every process we may read."""
+    found: dict[int, tuple[int, str, float, int]] = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -29,7 +33,8 @@ def _processes() -> dict[int, tuple[int, str, float]]:
         except OSError:
             continue
         fields = stat[stat.rindex(")") + 2:].split()
-        found[int(name)] = (int(fields[1]), command, (int(fields[11]) + int(fields[12])) / TICK)
+        found[int(name)] = (int(fields[1]), command, (int(fields[11]) + int(fields[12])) / TICK,
+                            int(fields[21]) * PAGE)
     return found
 
 
@@ -49,9 +54,10 @@ def default_role(command: str) -> str:
     return "other"
 
 
-class CpuMeter:
-    """``with CpuMeter() as meter: ...`` then ``meter.by_role()``: CPU seconds spent
-    inside the block by this process (role ``bench``) and its descendants."""
+class ProcessMeter:
+    """``with ProcessMeter() as meter: ...`` then ``meter.cpu_by_role()`` (CPU seconds
+    spent inside the block by this process, role ``bench``, and its descendants) and
+    ``meter.peak_rss_by_role()`` (the largest resident size seen of one process of each role)."""
 
     def __init__(self, root: int | None = None, role: Callable[[str], str] = default_role,
                  interval: float = 0.2) -> None:
@@ -60,12 +66,13 @@ class CpuMeter:
         self.interval = interval
         self._start: dict[int, float] = {}
         self._last: dict[int, tuple[str, float]] = {}
+        self._peak: dict[int, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cpu-meter", daemon=True)
 
-    def _descendants(self, table: dict[int, tuple[int, str, float]]) -> set[int]:
+    def _descendants(self, table: dict[int, tuple[int, str, float, int]]) -> set[int]:
         children: dict[int, list[int]] = defaultdict(list)
-        for pid, (parent, _, _) in table.items():
+        for pid, (parent, _, _, _) in table.items():
             children[parent].append(pid)
         found, todo = set(), [self.root]
         while todo:
@@ -78,15 +85,16 @@ class CpuMeter:
         table = _processes()
         for pid in self._descendants(table):
             if pid in table:
-                _, command, cpu = table[pid]
+                _, command, cpu, rss = table[pid]
                 if command:  # a zombie has none: keep what was seen while it ran
                     self._last[pid] = ("bench" if pid == self.root else self.role(command), cpu)
+                    self._peak[pid] = max(rss, self._peak.get(pid, 0))
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             self._sample()
 
-    def __enter__(self) -> "CpuMeter":
+    def __enter__(self) -> "ProcessMeter":
         self._sample()
         self._start = {pid: cpu for pid, (_, cpu) in self._last.items()}
         self._thread.start()
@@ -97,8 +105,14 @@ class CpuMeter:
         self._thread.join()
         self._sample()
 
-    def by_role(self) -> dict[str, float]:
+    def cpu_by_role(self) -> dict[str, float]:
         spent: dict[str, float] = defaultdict(float)
         for pid, (role, cpu) in self._last.items():
             spent[role] += cpu - self._start.get(pid, 0.0)
         return dict(sorted(spent.items(), key=lambda item: -item[1]))
+
+    def peak_rss_by_role(self) -> dict[str, int]:
+        peak: dict[str, int] = defaultdict(int)
+        for pid, (role, _) in self._last.items():
+            peak[role] = max(peak[role], self._peak.get(pid, 0))
+        return dict(peak)
