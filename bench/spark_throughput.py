@@ -345,12 +345,13 @@ def main() -> None:
     for mode in modes:
         if mode not in ("local", "standalone"):
             raise SystemExit(f"unknown mode {mode!r} (local, standalone)")
-    results = {mode: measure(mode, args, only) for mode in modes}
-    for mode, rows in results.items():
+    for mode in modes:
+        rows = measure(mode, args, only)
         where = "local[2]" if mode == "local" else "standalone master + worker (2 cores), driver apart"
         print(f"\n{where}: {args.messages} messages of {args.size} bytes, batches of {args.batch}, "
               f"{args.partitions} partitions, median of {args.runs} runs, load average {os.getloadavg()[0]:.1f}")
         report(rows)
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -76,7 +76,11 @@ class StandaloneCluster:
             return json.load(answer)
 
     def alive_workers(self) -> list[dict]:
-        return [w for w in self.master_state()["workers"] if w["state"] == "ALIVE"]
+        try:
+            state = self.master_state()
+        except ValueError:  # the master's web UI answers before its JSON page is ready
+            return []
+        return [w for w in state["workers"] if w["state"] == "ALIVE"]
 
     def start(self, timeout: float = 120.0) -> "StandaloneCluster":
         self.work_dir.mkdir(parents=True, exist_ok=True)
