@@ -34,8 +34,8 @@ def test_executors_publish_a_dataframe(cluster_spark, standalone: StandaloneClus
     (rows.repartition(4).write.format("nsq").mode("append")
      .option("nsqd_tcp_addresses", nsqd.tcp_address).option("topic", "from-executors").save())
     assert standalone.executor_pids(), "no executor JVM on the worker: the rows were published elsewhere"
-    assert nsqd.topic("from-executors")["message_count"] == 20_000
-    received = consume_bodies(nsqd, "from-executors", "check", 20_000, timeout=60)
+    assert nsqd.topic("from-executors")["message_count"] == 10_000
+    received = consume_bodies(nsqd, "from-executors", "check", 10_000, timeout=60)
     assert sorted(received) == [f"row-{i:05d}".encode() for i in range(10_000)]
 
 
