@@ -160,7 +160,8 @@ class NsqdOptions(BaseModel):
         items = [value] if isinstance(value, str) else value
         if not isinstance(items, list):
             return value
-        return [part.strip() for item in items
+        # a config file's TOML array holds numbers: only strings are split and stripped
+        return [part.strip() if isinstance(part, str) else part for item in items
                 for part in (item.split(",") if isinstance(item, str) else [item])]
 
     @field_validator("e2e_processing_latency_percentiles")

@@ -3,7 +3,7 @@ session for nsqd/nsqlookupd, and the intervals of the periodic checks."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import aiohttp
 import kopf
@@ -28,25 +28,49 @@ class Intervals:
     failed_create_window: float = 900.0  # a FailedCreate event this recent explains missing pods (Degraded)
 
 
+Credentials = Callable[..., "kopf.ConnectionInfo | None"]
+
+
+def default_credentials(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    """In a pod, the service account (its token file read afresh each time: the kubelet
+    rotates it); elsewhere, the kubeconfig."""
+    return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+
+
 @dataclass
 class Runtime:
     endpoints: Endpoints = field(default_factory=PodDnsEndpoints)
     intervals: Intervals = field(default_factory=Intervals)
     default_image: str = DEFAULT_IMAGE  # what a cluster runs when its spec names no image
-    connection: kopf.ConnectionInfo | None = None
+    credentials: Credentials = default_credentials
+    connection: kopf.ConnectionInfo | None = None  # the latest login
     # kopf's indexes of the operator's pods and StatefulSets, fed by its watches (server-side
     # label selectors): reading from them costs no request; None outside kopf (then the API)
     pod_index: Any = None
     statefulset_index: Any = None
+    _login_kwargs: dict[str, Any] = field(default_factory=dict)
     _kube: KubeApi | None = None
     _http: aiohttp.ClientSession | None = None
+
+    def log_in(self, **kwargs: Any) -> kopf.ConnectionInfo | None:
+        """Log in anew (kopf asks at start and whenever the apiserver refused what it had);
+        the operator's own client follows."""
+        self._login_kwargs = kwargs
+        info = self.credentials(**kwargs)
+        if info is not None:
+            self.connection = info
+        return info
+
+    def _current(self) -> kopf.ConnectionInfo:
+        if self.connection is None:
+            raise RuntimeError("not logged in to Kubernetes yet")
+        return self.connection
 
     @property
     def kube(self) -> KubeApi:
         if self._kube is None:
-            if self.connection is None:
-                raise RuntimeError("not logged in to Kubernetes yet")
-            self._kube = KubeApi(self.connection)
+            self._current()
+            self._kube = KubeApi(self._current, relogin=lambda: self.log_in(**self._login_kwargs))
         return self._kube
 
     @property

@@ -51,19 +51,25 @@ CALLS: list[Call] = [
       for plural in CUSTOM),
     Call("update", NSQ, "nsqclusters/finalizers", "object",
          "builders.ownership: ownerReferences with blockOwnerDeletion (OwnerReferencesPermissionEnforcement)"),
+    # server-side apply: a patch, which needs create too when it makes the object
     *(Call(verb, group, plural, "object", "kube.apply.apply of every manifest of builders.build_cluster")
-      for group, plural in BUILT for verb in ("get", "create", "patch")),
-    # (rollout.observe reads the StatefulSets from the index, rollout.roller lowers the nsqd replicas:
-    # patch above; the pods are read from the managed_pods index)
+      for group, plural in BUILT for verb in ("create", "patch")),
+    # server-side apply: a patch, which needs create too when it makes the object (above);
+    # rollout.observe reads the StatefulSets from the index, rollout.roller lowers the nsqd
+    # replicas: patch above; the pods are read from the managed_pods index
     Call("delete", "", "pods", "object", "rollout.roller: a pod whose container cannot run is deleted for its replacement"),
     Call("create", "", "pods/eviction", "object",
          "rollout.roller: a drained, restarted or called-off pod is evicted for its replacement"),
+    *(Call(verb, "", "persistentvolumeclaims", "object", "reconcile.storage.grow: every claim expanded to a larger "
+                                                           "spec.nsqd.storage.size") for verb in ("list", "patch")),
+    Call("delete", "apps", "statefulsets", "object",
+         "reconcile.storage.grow: the nsqd StatefulSet made anew (pods orphaned) with the larger claim template"),
     Call("delete", "", "persistentvolumeclaims", "object",
          "rollout.roller: the claim of a pod removed by a scale-down, when storage.whenScaled is Delete"),
     Call("patch", "", "pods/status", "object", "kube.pods.mark_topology_ready"),
     Call("create", "", "events", "object",
-         "kopf.event of handlers.status_patch.write_status (a change of condition); kube.events.post_event (the "
-         "roller's)"),
+         "kopf.event of handlers.status_patch.write_status (a change of condition); kube.events.post_event through "
+         "kopf (the roller's, storage grown)"),
     Call("list", "", "events", "object", "reconcile.health.creation_refused: FailedCreate of a StatefulSet's pods"),
     *(Call(verb, "apiextensions.k8s.io", "customresourcedefinitions", "cluster",
            "kopf: the resource observer follows CRDs") for verb in ("list", "watch")),

@@ -3,23 +3,32 @@ uid/resourceVersion/generation stamps, JSON-patch with a failed ``test`` answeri
 strategic merge of lists keyed by ``type``/``name``, a ``status`` subresource kept apart
 from the rest, finalizers, and a watch that subscribes before it lists; Pod Security
 "restricted" on pods in the namespaces labelled for it (pod_admission.py), and the
-pods/eviction subresource honouring PodDisruptionBudgets (eviction.py)."""
+pods/eviction subresource honouring PodDisruptionBudgets (eviction.py).
+
+And what a real apiserver refuses or does on a write (admission.py): defaulting and
+crdcheck of nsq.dev objects, the core kinds' schema, StatefulSet's immutable spec; a
+write naming a stale resourceVersion is a 409; field managers and server-side apply
+(fieldsets.py); a write that changes nothing is no write."""
 from __future__ import annotations
 
 import copy
 import datetime
 import itertools
+import json
 import uuid
+from pathlib import Path
 from typing import Any, AsyncIterator
 
 import aiohttp.web
 import attrs
 import jsonpatch
 import kmock
+import yaml
 from kmock._internal import enums
 
 from nsq_operator.constants import GROUP, VERSION
-from tests.operator import eviction, selectors
+from tests.operator import eviction, fieldsets, selectors
+from tests.operator.admission import Admission, Backlog, Refused
 from tests.operator.pod_admission import admit_pod
 
 CUSTOM = {"nsqclusters": ("NsqCluster", {"status", "scale"}), "nsqtopics": ("NsqTopic", {"status"}),
@@ -70,17 +79,47 @@ def _labels(obj: Any) -> dict[str, str]:
     return dict(((obj or {}).get("metadata") or {}).get("labels") or {})
 
 
+def _content(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = {k: v for k, v in obj.get("metadata", {}).items() if k not in ("managedFields", "resourceVersion")}
+    return {**obj, "metadata": meta}
+
+
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+APPLY_PATCH = "application/apply-patch+yaml"
+ADMIN_TOKEN = "cluster-admin"  # what the test kubelet and the tests themselves send
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+
+
+def _header(request: Any, name: str) -> str:
+    return next((v for k, v in request.headers.items() if k.lower() == name), "")
+
+
+def manager_of(request: Any) -> str:
+    """The field manager of a write: the fieldManager parameter, else the start of the
+    client's User-Agent, as the apiserver names it."""
+    return request.params.get("fieldManager") or _header(request, "user-agent").split("/", 1)[0] or "unknown"
+
+
+def _invalid(message: str) -> kmock.KubernetesError:
+    return kmock.KubernetesError(status=422, reason="Invalid", message=message)
+
+
 @attrs.define(kw_only=True)
 class KubeEmulator(kmock.KubernetesEmulator):
+    rejections_file: Path | None = None  # every write refused as invalid, one JSON line each
+    forbidden_file: Path | None = None  # plurals whose creation a test forbids (RBAC says no), one a line
+    tokens_file: Path | None = None  # bearer tokens accepted besides ADMIN_TOKEN, one a line; absent: no auth
     _versions: Any = attrs.field(factory=lambda: itertools.count(1), init=False)
     # namespaces labelled pod-security.kubernetes.io/enforce=restricted
     restricted_namespaces: frozenset[str] = attrs.field(factory=frozenset)
     evicted: list[str] = attrs.field(factory=list, init=False)  # pods evicted, in order
     served: dict[str, int] = attrs.field(factory=dict, init=False)  # "<client> <verb> <resource>": requests
+    _owners: dict[Any, dict[fieldsets.Manager, fieldsets.FieldSet]] = attrs.field(factory=dict, init=False)
+    _admission: Admission = attrs.field(factory=Admission, init=False)
+    _backlog: Backlog | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -100,6 +139,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         del self._requests[:-50]  # KMock records every request; the tests assert on objects only
         if request.url.path == REQUESTS_PATH:  # the harness's own: how many API calls were made
             return aiohttp.web.json_response(self.served)
+        self._authenticate(request)
         self._count(request)
         if request.resource is not None and request.resource.plural == "pods" and request.subresource == "eviction":
             return await self._evict(request)
@@ -115,6 +155,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
                 async with self._lock:
                     raw = self._objects[collect].raw
                     self._objects[collect].delete()
+                    self._owners.pop(collect, None)
                     await self._buses[collect[0]].put({"type": "DELETED", "object": raw})
 
     def _count(self, request: Any) -> None:
@@ -161,13 +202,74 @@ class KubeEmulator(kmock.KubernetesEmulator):
                     await self._buses[request.resource].put({"type": "MODIFIED", "object": self._objects[key].raw})
             else:
                 self._objects[key].delete()
+                self._owners.pop(key, None)
                 await self._buses[request.resource].put({"type": "DELETED", "object": current})
         return aiohttp.web.json_response({"apiVersion": "v1", "kind": "Status", "status": "Success", "code": 201},
                                          status=201)
 
+    def _authenticate(self, request: Any) -> None:
+        if self.tokens_file is None or not self.tokens_file.exists():
+            return
+        accepted = {ADMIN_TOKEN, *self.tokens_file.read_text(encoding="utf-8").split()}
+        scheme, _, token = _header(request, "authorization").partition(" ")
+        if scheme != "Bearer" or token not in accepted:
+            raise kmock.KubernetesError(status=401, reason="Unauthorized", message="Unauthorized")
+
+    def _forbidden(self) -> set[str]:
+        if self.forbidden_file is None or not self.forbidden_file.exists():
+            return set()
+        return set(self.forbidden_file.read_text(encoding="utf-8").split())
+
+    def _record(self, entry: dict[str, str]) -> None:
+        if self.rejections_file is not None:
+            with self.rejections_file.open("a", encoding="utf-8") as out:
+                out.write(json.dumps(entry) + "\n")
+
+    async def _admit(self, request: Any, old: dict[str, Any] | None, new: dict[str, Any]) -> None:
+        try:
+            self._admission.admit(old, new)
+        except Refused as e:
+            self._record({"method": request.method, "path": str(request.url.path), "manager": manager_of(request),
+                          "error": str(e)})
+            raise _invalid(str(e)) from None
+        if self._admission.custom(new):
+            if self._backlog is None:
+                self._backlog = Backlog(self._admission, lambda error: self._record(
+                    {"method": "", "path": "", "manager": "", "error": error}))
+            self._backlog.add(new)
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        if self._backlog is not None:
+            await self._backlog.close()
+        return await super().__aexit__(*exc)
+
+    def _stamped(self, key: Any, obj: dict[str, Any], owners: dict[fieldsets.Manager, fieldsets.FieldSet]) -> None:
+        self._owners[key] = owners
+        obj["metadata"]["managedFields"] = fieldsets.managed_fields(owners, obj.get("apiVersion", ""), _now())
+
+    async def _create(self, request: Any, key: Any, body: dict[str, Any],
+                      owners: dict[fieldsets.Manager, fieldsets.FieldSet]) -> None:
+        objects = self._objects
+        if key in objects and not objects[key].deleted:
+            raise kmock.KubernetesError(status=409, reason="AlreadyExists", message=f"{key[2]} exists")
+        body = self._admission.defaulted(body)
+        body["metadata"].update(uid=str(uuid.uuid4()), resourceVersion=str(next(self._versions)), generation=1,
+                                creationTimestamp=_now())
+        await self._admit(request, None, body)
+        self._stamped(key, body, owners)
+        if key in objects:
+            objects[key].create(body)
+        else:
+            objects[key] = body
+        await self._buses[key[0]].put({"type": "ADDED", "object": objects[key].raw})
+
     async def _write(self, request: Any) -> Any:
         resource, objects = request.resource, self._objects
+        manager = manager_of(request)
         if request.action == enums.action.CREATE:
+            if resource.plural in self._forbidden():
+                raise kmock.KubernetesError(status=403, reason="Forbidden",
+                                            message=f"{resource.plural} is forbidden: cannot create")
             body = copy.deepcopy(request.data)
             meta = body.setdefault("metadata", {})
             namespace = request.namespace or meta.get("namespace")
@@ -180,20 +282,20 @@ class KubeEmulator(kmock.KubernetesEmulator):
             key = (resource, namespace, meta["name"])
             if resource.plural == "pods" and namespace in self.restricted_namespaces:
                 admit_pod(body)
-            if key in objects and not objects[key].deleted:
-                raise kmock.KubernetesError(status=409, reason="AlreadyExists", message=f"{meta['name']} exists")
-            meta.update(uid=str(uuid.uuid4()), resourceVersion=str(next(self._versions)), generation=1,
-                        creationTimestamp=_now())
-            if key in objects:
-                objects[key].create(body)
-            else:
-                objects[key] = body
-            await self._buses[resource].put({"type": "ADDED", "object": objects[key].raw})
+            self._typed(resource, body)
+            await self._create(request, key, body, fieldsets.update({}, body, manager, {}))
             return None
         if request.name is None:
             return None
         key = (resource, request.namespace, request.name)
+        applying = request.method == "PATCH" and APPLY_PATCH in _header(request, "content-type")
         if key not in objects or objects[key].deleted:
+            if applying and request.subresource is None:  # server-side apply creates what is missing
+                config = self._apply_config(request, key)
+                body, owners = fieldsets.apply({}, config, manager, True, {})
+                body["metadata"].update(name=request.name, namespace=request.namespace)
+                await self._create(request, key, body, owners)
+                return None
             raise kmock.KubernetesObjectNotFoundError()
         current = copy.deepcopy(objects[key].raw)
         if request.action == enums.action.DELETE:
@@ -204,24 +306,97 @@ class KubeEmulator(kmock.KubernetesEmulator):
                     await self._buses[resource].put({"type": "MODIFIED", "object": objects[key].raw})
                 return None
             objects[key].delete()
+            self._owners.pop(key, None)
             await self._buses[resource].put({"type": "DELETED", "object": current})
+            if self._propagation(request) == "Orphan":
+                await self._orphan(request.namespace, current["metadata"]["uid"])
             return None
-        new = self._patched(current, request)
+        self._check_precondition(request, current)
+        owners = self._owners.get(key, {})
+        if applying:
+            config = self._apply_config(request, key)
+            try:
+                new, new_owners = fieldsets.apply(current, config, manager, request.params.get("force") == "true",
+                                                  owners)
+            except fieldsets.Conflicts as e:
+                raise kmock.KubernetesError(status=409, reason="Conflict", message=str(e)) from None
+        else:
+            new = self._patched(current, request)
         if request.subresource == "status":
             new = {**current, "status": new.get("status")}
         elif self._has_status(resource):
             new["status"] = current.get("status")
         if new.get("status") is None:
             new.pop("status", None)
+        if not applying:
+            new_owners = fieldsets.update(current, new, manager, owners, status=request.subresource == "status")
+        new = self._admission.defaulted(new)
         meta = new["metadata"]
+        if _content(new) == _content(current) and new_owners == owners:
+            return None  # nothing changes: no new resourceVersion, no event (as etcd skips the write)
         if new.get("spec") != current.get("spec"):
             meta["generation"] = int(current["metadata"].get("generation", 1)) + 1
         meta["resourceVersion"] = str(next(self._versions))
+        await self._admit(request, current, new)
+        self._stamped(key, new, new_owners)
         objects[key].history = [new]  # only the latest version is served; keeping all of them costs time
         await self._buses[resource].put({"type": "MODIFIED", "object": objects[key].raw})
         if meta.get("deletionTimestamp") and not meta.get("finalizers"):
             return key
         return None
+
+    @staticmethod
+    def _propagation(request: Any) -> str | None:
+        data = request.data if isinstance(request.data, dict) else {}
+        return request.params.get("propagationPolicy") or data.get("propagationPolicy")
+
+    async def _orphan(self, namespace: str | None, uid: str) -> None:
+        """The garbage collector's part of an Orphan deletion: the dependents lose their
+        owner reference and stay."""
+        for (resource, ns, _), obj in list(self._objects.items()):
+            refs = (obj.raw.get("metadata") or {}).get("ownerReferences") or [] if not obj.deleted else []
+            if ns == namespace and any(r.get("uid") == uid for r in refs):
+                kept = copy.deepcopy(obj.raw)
+                kept["metadata"]["ownerReferences"] = [r for r in refs if r.get("uid") != uid]
+                if not kept["metadata"]["ownerReferences"]:
+                    del kept["metadata"]["ownerReferences"]
+                kept["metadata"]["resourceVersion"] = str(next(self._versions))
+                obj.history = [kept]
+                await self._buses[resource].put({"type": "MODIFIED", "object": obj.raw})
+
+    def _typed(self, resource: Any, body: dict[str, Any]) -> None:
+        """The apiserver stores apiVersion and kind from the URL when a POST leaves them out."""
+        try:
+            kind = self.resources[resource].kind
+        except (KeyError, LookupError):
+            return
+        body.setdefault("apiVersion", f"{resource.group}/{resource.version}" if resource.group else resource.version)
+        body.setdefault("kind", kind)
+
+    def _apply_config(self, request: Any, key: Any) -> dict[str, Any]:
+        config = request.data if isinstance(request.data, dict) else yaml.safe_load(request.text or "{}")
+        if not isinstance(config, dict) or not config.get("apiVersion") or not config.get("kind"):
+            raise kmock.KubernetesError(status=400, reason="BadRequest",
+                                        message="an apply patch needs apiVersion and kind")
+        name = (config.get("metadata") or {}).get("name")
+        if name is not None and name != key[2]:
+            raise kmock.KubernetesError(status=400, reason="BadRequest",
+                                        message=f"the name of the object ({name}) does not match the URL ({key[2]})")
+        config = copy.deepcopy(config)
+        if self._has_status(key[0]):
+            config.pop("status", None)  # the main resource never writes status
+        return config
+
+    @staticmethod
+    def _check_precondition(request: Any, current: dict[str, Any]) -> None:
+        """A write naming the resourceVersion it was read at fails when the object moved on."""
+        data = request.data if isinstance(request.data, dict) else {}
+        wanted = (data.get("metadata") or {}).get("resourceVersion")
+        if wanted is not None and str(wanted) != current["metadata"].get("resourceVersion"):
+            raise kmock.KubernetesError(
+                status=409, reason="Conflict",
+                message=f"Operation cannot be fulfilled on {request.resource.plural} \"{request.name}\": the object "
+                        f"has been modified; please apply your changes to the latest version and try again")
 
     def _patched(self, current: dict[str, Any], request: Any) -> dict[str, Any]:
         content_type = next((v for k, v in request.headers.items() if k.lower() == "content-type"), "")

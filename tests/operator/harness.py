@@ -18,7 +18,7 @@ import kopf
 
 from nsq_operator.handlers import build_registry
 from nsq_operator.runtime import Intervals, Runtime
-from tests.operator.emulator import REQUESTS_PATH, KubeEmulator
+from tests.operator.emulator import ADMIN, REQUESTS_PATH, KubeEmulator
 from tests.operator.addresses import AddressBook, KubeletEndpoints
 from tests.operator.kubelet import FakeKubelet
 from tests.servers import http
@@ -27,12 +27,17 @@ T = TypeVar("T")
 FAST = Intervals(cluster_status=1.0, topology=1.0, retry=0.5, http_timeout=3.0, rollout=0.3, drain_margin=2.0,
                  ready_timeout=6.0, handoff_timeout=20.0, max_backoff=2.0, unschedulable_timeout=2.0)
 PLURALS = {"NsqCluster": "nsqclusters", "NsqTopic": "nsqtopics", "NsqChannel": "nsqchannels"}
+REJECTIONS = "apiserver-rejections.jsonl"
+FORBIDDEN = "forbidden-creates"
+TOKEN = "serviceaccount-token"  # the operator's token: what it logs in with, what the apiserver accepts
 
 
 def _backstage_main(root: str, namespace: str, pipe: Connection, restricted: bool = True) -> None:
     """The cluster side, in a process of its own (its own GIL): emulator + kubelet."""
     async def main() -> None:
-        async with KubeEmulator(restricted_namespaces=frozenset({namespace} if restricted else set())) as emulator, kmock.Server(emulator) as server:
+        async with KubeEmulator(restricted_namespaces=frozenset({namespace} if restricted else set()),
+                                rejections_file=Path(root) / REJECTIONS, forbidden_file=Path(root) / FORBIDDEN,
+                                tokens_file=Path(root) / TOKEN) as emulator, kmock.Server(emulator) as server:
             kubelet = FakeKubelet(str(server.url), namespace, Path(root))
             await kubelet.start()
             pipe.send(str(server.url).rstrip("/"))
@@ -46,24 +51,54 @@ def _backstage_main(root: str, namespace: str, pipe: Connection, restricted: boo
 
 
 class Backstage:
-    """Runs the cluster side in a child process and tells where its API server listens."""
+    """Runs the cluster side in a child process and tells where its API server listens.
+
+    Every write the emulated apiserver refuses as invalid (a field it would prune, a
+    status its schema does not admit, an immutable field changed ...) fails the test at
+    ``stop`` unless the test took it with ``take_rejections`` (it meant to be refused)."""
 
     def __init__(self, root: Path, namespace: str, restricted: bool = True) -> None:
         """``restricted``: the namespace enforces Pod Security "restricted" (as the tests want)."""
         self.root, self.namespace = root, namespace
         self.url = ""
         self.kubelet_errors: list[str] = []
+        self._rejections_taken = 0
         self._pipe, child = multiprocessing.Pipe()
         self._process = multiprocessing.get_context("spawn").Process(
             target=_backstage_main, args=(str(root), namespace, child, restricted), daemon=True)
 
     def start(self) -> "Backstage":
+        self.root.mkdir(parents=True, exist_ok=True)
+        if not (self.root / TOKEN).exists():
+            self.rotate_token("token-1")
         self._process.start()
         if not self._pipe.poll(30):
             self._process.kill()
             raise RuntimeError("the emulator did not start")
         self.url = self._pipe.recv()
         return self
+
+    def rotate_token(self, token: str) -> None:
+        """The operator's service-account token is replaced: the old one is refused from now on."""
+        (self.root / TOKEN).write_text(token, encoding="utf-8")
+
+    def token(self) -> str:
+        return (self.root / TOKEN).read_text(encoding="utf-8").strip()
+
+    def forbid_creating(self, *plurals: str) -> None:
+        """From now on the apiserver answers 403 to creating these (none: allow all again)."""
+        (self.root / FORBIDDEN).write_text("\n".join(plurals), encoding="utf-8")
+
+    def rejections(self) -> list[dict[str, str]]:
+        path = self.root / REJECTIONS
+        lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+        return [json.loads(line) for line in lines]
+
+    def take_rejections(self) -> list[dict[str, str]]:
+        """The writes refused since the last call, which the test thereby expected."""
+        found = self.rejections()
+        taken, self._rejections_taken = found[self._rejections_taken:], len(found)
+        return taken
 
     def stop(self) -> None:
         try:
@@ -74,20 +109,26 @@ class Backstage:
             self._process.join(10)
             if self._process.is_alive():
                 self._process.kill()
+        unexpected = self.rejections()[self._rejections_taken:]
+        assert not unexpected, f"the apiserver would have refused {len(unexpected)} write(s): {unexpected[:5]}"
 
 
 class OperatorUnderTest:
-    def __init__(self, backstage: Backstage, namespace: str, intervals: Intervals = FAST) -> None:
+    def __init__(self, backstage: Backstage, namespace: str, intervals: Intervals = FAST, via: str | None = None) -> None:
         self.backstage = backstage
         self.namespace = namespace
         self.pods = AddressBook(backstage.root)
         self.api = backstage.url
-        self.session = aiohttp.ClientSession()
+        self.operator_api = via or backstage.url  # where the operator (not the test) sends its requests
+        self.session = aiohttp.ClientSession(headers=ADMIN)
         self._stop = asyncio.Event()
         self._ignored: set[asyncio.Task[Any]] = set()
         self._runner: asyncio.Task[None] | None = None
-        self.runtime = Runtime(endpoints=KubeletEndpoints(self.pods), intervals=intervals,
-                               connection=kopf.ConnectionInfo(server=self.api, insecure=True))
+        self.runtime = Runtime(endpoints=KubeletEndpoints(self.pods), intervals=intervals, credentials=self._credentials)
+
+    def _credentials(self, **_: Any) -> kopf.ConnectionInfo:
+        """As a pod's service account: the token file read afresh at every login."""
+        return kopf.ConnectionInfo(server=self.operator_api, insecure=True, token=self.backstage.token())
 
     async def start(self) -> None:
         self._ignored.update(asyncio.all_tasks())
@@ -128,6 +169,17 @@ class OperatorUnderTest:
                 return None
             assert r.status < 400, (method, url, r.status, await r.text())
             return await r.json()
+
+    async def attempt(self, method: str, url: str, body: Any = None,
+                      content_type: str = "application/json") -> tuple[int, Any]:
+        """A call whose refusal is the point: the status and the answer."""
+        async with self.session.request(method, url, json=body, headers={"Content-Type": content_type}) as r:
+            return r.status, await r.json(content_type=None)
+
+    async def attempt_as(self, token: str, method: str, url: str) -> tuple[int, str]:
+        async with aiohttp.ClientSession() as session:
+            async with session.request(method, url, headers={"Authorization": f"Bearer {token}"}) as r:
+                return r.status, await r.text()
 
     async def create(self, kind: str, name: str, spec: dict[str, Any], annotations: dict[str, str] | None = None) -> Any:
         meta: dict[str, Any] = {"name": name, "namespace": self.namespace}

@@ -23,7 +23,9 @@ nsqlookupd process on its own loopback address (127.0.x.y).
 - Scheduling: the kubelet is one node (NODE_LABELS); a pod whose nodeSelector asks for
   other labels is created Pending, PodScheduled False, Unschedulable, and runs nothing.
 - Garbage collection: a StatefulSet whose owning NsqCluster is gone is deleted, and its
-  pods with it (KMock has no garbage collector).
+  pods with it (KMock has no garbage collector). A StatefulSet deleted with
+  ``propagationPolicy: Orphan`` leaves its pods running (the emulator drops their owner
+  reference); a StatefulSet made later under the same name adopts them.
 """
 from __future__ import annotations
 
@@ -42,6 +44,7 @@ from nsq_operator.constants import LOOKUPD_CONFIG_FILE, NSQD_CONFIG_FILE
 from nsq_operator.models.cluster import ClusterRef
 from nsq_operator.status.conditions import now
 from tests.operator.addresses import next_host, write_book
+from tests.operator.emulator import ADMIN
 from tests.servers import Nsqd, Nsqlookupd, ServerProcess
 
 FINALIZER = "kubelet.test/terminate"
@@ -72,6 +75,16 @@ def container_flags(args: list[str]) -> dict[str, Any]:
         flags[name] = [*flags[name], value] if isinstance(flags.get(name), list) else (
             [flags[name], value] if name in flags else value)
     return flags
+
+
+def _owned_by(sts: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": sts["metadata"]["name"],
+            "uid": sts["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+
+
+def _owner(pod: dict[str, Any]) -> str | None:
+    """The uid of the StatefulSet controlling the pod, if any."""
+    return next((r["uid"] for r in pod["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
 
 
 def _without_nulls(value: Any) -> Any:
@@ -116,7 +129,7 @@ class FakeKubelet:
 
     # -- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
-        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5))
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5), headers=ADMIN)
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
@@ -190,7 +203,9 @@ class FakeKubelet:
             pod = pods.get(name)
             if pod is None or pod["metadata"].get("deletionTimestamp"):
                 self._spawn(name, self._terminate(name, still_listed=pod is not None))
-            elif name not in wanted:
+            elif name not in wanted and _owner(pod) is not None:
+                # beyond its StatefulSet's replicas, or its StatefulSet is gone (the garbage
+                # collector's part); an orphan (owner reference removed) runs on
                 await self._send("DELETE", self._path("pods", name), None)
         for name, pod in pods.items():  # pods never scheduled, whose StatefulSet no longer wants them
             if name not in self.pods and name not in self.busy and name not in wanted \
@@ -199,6 +214,10 @@ class FakeKubelet:
         for name, sts in wanted.items():
             if name not in self.pods and name not in self.busy and name not in pods:
                 self._spawn(name, self._start_pod(sts, name))
+            elif name in pods and _owner(pods[name]) != sts["metadata"]["uid"]:
+                # the StatefulSet controller adopts a running pod its selector matches
+                await self._send("PATCH", self._path("pods", name), {"metadata": {"ownerReferences": [_owned_by(sts)]}},
+                                 "application/merge-patch+json")
         for claim in [c for c in self.claims if c not in claims]:
             if not any(self.claims[claim].is_relative_to(self.root / p) for p in self.pods):
                 shutil.rmtree(self.claims.pop(claim), ignore_errors=True)
@@ -231,7 +250,7 @@ class FakeKubelet:
         pod = {"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": name, "namespace": self.namespace, "labels": dict(template["metadata"]["labels"]),
                             "annotations": dict(template["metadata"].get("annotations") or {}),
-                            "finalizers": [FINALIZER]},
+                            "finalizers": [FINALIZER], "ownerReferences": [_owned_by(sts)]},
                "spec": {**template["spec"], "containers": containers, "hostname": name},
                "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"},
                                                              {"type": "ContainersReady", "status": "False"},

@@ -26,7 +26,7 @@ async def test_the_command_logs_in_from_a_kubeconfig_and_reconciles(tmp_path: Pa
         kubeconfig.write_text(yaml.safe_dump({
             "apiVersion": "v1", "kind": "Config", "current-context": "emulator",
             "clusters": [{"name": "emulator", "cluster": {"server": backstage.url}}],
-            "users": [{"name": "tester", "user": {"token": "not-checked"}}],
+            "users": [{"name": "tester", "user": {"token": backstage.token()}}],
             "contexts": [{"name": "emulator", "context": {"cluster": "emulator", "user": "tester"}}]}))
         log = open(tmp_path / "operator.log", "wb")
         operator = subprocess.Popen([sys.executable, "-m", "nsq_operator.cli", "--liveness=", "--status-interval=1"],

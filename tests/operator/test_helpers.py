@@ -11,8 +11,11 @@ from pydantic import ValidationError
 from nsq_operator.builders import toml
 from nsq_operator.cli import parser
 from nsq_operator.endpoints import PodDnsEndpoints
-from nsq_operator.kube.apply import apply, contains, updatable
-from nsq_operator.models import NsqClusterSpec
+from nsq_operator.kube.apply import apply, contains
+from nsq_operator.builders.statefulsets import build_nsqd_statefulset
+from nsq_operator.models import NsqCluster, NsqClusterSpec
+from nsq_operator.models.common import quantity_value
+from nsq_operator.reconcile.storage import storage_change
 from nsq_operator.models.cluster import ClusterRef
 from nsq_operator.status import conditions
 from nsq_operator.status.errors import describe
@@ -52,44 +55,34 @@ def test_contains_ignores_server_added_fields() -> None:
     assert not contains(actual, {"spec": {"template": {"spec": {"containers": []}}}})
 
 
-def test_statefulset_patches_leave_immutable_fields_out() -> None:
-    manifest = {"apiVersion": "apps/v1", "kind": "StatefulSet",
-                "metadata": {"name": "s", "namespace": "n", "labels": {"a": "b"}, "uid": "ignored"},
-                "spec": {"replicas": 2, "selector": {}, "serviceName": "h", "volumeClaimTemplates": [], "template": {},
-                         "updateStrategy": {"type": "OnDelete"}}}
-    patch = updatable(manifest)
-    assert set(patch["spec"]) == {"replicas", "template", "updateStrategy"}
-    assert patch["metadata"] == {"labels": {"a": "b"}}
-
-
 class FakeApi:
-    def __init__(self, existing: dict[str, Any] | None) -> None:
-        self.existing = existing
-        self.calls: list[tuple[str, Any]] = []
+    def __init__(self) -> None:
+        self.applied: list[dict[str, Any]] = []
 
-    async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        return self.existing
-
-    async def create(self, manifest: dict[str, Any]) -> dict[str, Any]:
-        self.calls.append(("create", manifest))
+    async def apply(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        self.applied.append(manifest)
         return manifest
 
-    async def patch(self, kind: str, namespace: str, name: str, patch: dict[str, Any],
-                    subresource: str | None = None) -> dict[str, Any] | None:
-        self.calls.append(("patch", patch))
-        return patch
+
+def statefulset(claim: str) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "s", "namespace": "n"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"a": "b"}}, "serviceName": "h",
+                     "volumeClaimTemplates": [{"metadata": {"name": "data"},
+                                               "spec": {"resources": {"requests": {"storage": claim}}}}]}}
 
 
-CONFIGMAP = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "n"}, "data": {"k": "v"}}
-
-
-async def test_apply_creates_patches_or_leaves_alone() -> None:
-    missing = FakeApi(None)
-    assert await apply(missing, CONFIGMAP) == "created" and missing.calls[0][0] == "create"
-    same = FakeApi({**CONFIGMAP, "metadata": {**CONFIGMAP["metadata"], "resourceVersion": "7"}})
-    assert await apply(same, CONFIGMAP) == "unchanged" and same.calls == []
-    drifted = FakeApi({**CONFIGMAP, "data": {"k": "edited by hand"}})
-    assert await apply(drifted, CONFIGMAP) == "patched" and drifted.calls[0][1]["data"] == {"k": "v"}
+async def test_immutable_statefulset_fields_are_sent_as_they_are_and_reported() -> None:
+    live = statefulset("1Gi")
+    live["spec"]["volumeClaimTemplates"][0]["status"] = {"phase": "Pending"}  # defaulted by the apiserver
+    api = FakeApi()
+    unchanged = await apply(api, statefulset("1Gi"), live)
+    assert unchanged.not_applied == [] and api.applied[-1] == statefulset("1Gi")
+    grown = statefulset("5Gi")
+    grown["spec"]["replicas"] = 3
+    held = await apply(api, grown, live)
+    assert held.not_applied == ["volumeClaimTemplates"]
+    assert api.applied[-1]["spec"]["volumeClaimTemplates"] == live["spec"]["volumeClaimTemplates"]
+    assert api.applied[-1]["spec"]["replicas"] == 3
 
 
 def test_production_endpoints_are_pod_dns_names() -> None:
@@ -123,3 +116,26 @@ def test_command_line() -> None:
     args = parser().parse_args(["-n", "queues", "-n", "other", "--status-interval", "3"])
     assert args.namespace == ["queues", "other"] and args.status_interval == 3.0
     assert parser().parse_args([]).namespace == []
+
+
+def test_quantities_compare_by_value() -> None:
+    assert quantity_value("10Gi") == 10 * 2**30 and quantity_value("1e3") == 1000 == quantity_value("1k")
+    assert quantity_value("500Mi") < quantity_value("1Gi") < quantity_value("1.5G")
+    assert quantity_value("100m") * 10 == 1 and quantity_value("2E") == 2 * 10**18
+    with pytest.raises(ValueError):
+        quantity_value("lots")
+
+
+@pytest.mark.parametrize("have, want, grow_to, field", [
+    ({"size": "1Gi"}, {"size": "2Gi"}, "2Gi", None),
+    ({"size": "1Gi"}, {"size": "1024Mi"}, None, None),
+    ({"size": "2Gi"}, {"size": "1Gi"}, None, "spec.nsqd.storage.size"),
+    ({"size": "1Gi"}, {"size": "2Gi", "storageClassName": "fast"}, None, "spec.nsqd.storage.storageClassName"),
+])
+def test_storage_changes(have: dict[str, Any], want: dict[str, Any], grow_to: str | None, field: str | None) -> None:
+    def sts(storage: dict[str, Any]) -> dict[str, Any]:
+        cluster = NsqCluster.from_body({"metadata": {"name": "c", "namespace": "n"}, "spec": {"nsqd": {"storage": storage}}})
+        return build_nsqd_statefulset(cluster)
+    change = storage_change(sts(have), sts(want))
+    assert change.grow_to == grow_to
+    assert (change.refused is None) == (field is None) and (field is None or field in str(change.refused))

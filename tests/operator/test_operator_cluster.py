@@ -87,14 +87,24 @@ async def test_scaling_lookupd_updates_every_nsqd_live(operator: OperatorUnderTe
     assert "gamma-lookupd-1.gamma-lookupd.nsq-test.svc:4160" in config["data"]["nsqd.conf"]
 
 
+async def test_the_apiserver_refuses_what_the_schema_refuses(operator: OperatorUnderTest) -> None:
+    status, answer = await operator.attempt("POST", operator._path("NsqCluster"), {
+        "apiVersion": "nsq.dev/v1alpha1", "kind": "NsqCluster",
+        "metadata": {"name": "bad-replicas", "namespace": NS}, "spec": {"nsqd": {"replicas": -1}}})
+    assert status == 422 and "spec.nsqd.replicas" in answer["message"]
+    assert [r["path"] for r in operator.backstage.take_rejections()] == [operator._path("NsqCluster").removeprefix(operator.api)]
+    assert await operator.get("NsqCluster", "bad-replicas") is None
+
+
 @pytest.mark.parametrize("name, spec, field", [
-    ("bad-replicas", {"nsqd": {"replicas": -1}}, "spec.nsqd.replicas"),
     ("bad-timeout", {"nsqd": {"options": {"msg-timeout": "0s"}}}, "spec.nsqd.options.msg-timeout"),
     ("bad-metrics", {"metrics": {"enabled": True}}, "spec.metrics"),
+    ("bad-order", {"nsqd": {"options": {"msg-timeout": "10m", "max-msg-timeout": "5m"}}}, "spec.nsqd.options"),
 ])
 async def test_bad_cluster_specs_are_degraded_naming_the_field(operator: OperatorUnderTest, name: str,
                                                                spec: dict[str, Any], field: str) -> None:
-    # the emulator does not apply the CRD schema, so these reach the operator as-is
+    # what the schema cannot say (bounds of durations, one field depending on another)
+    # reaches the operator, which names the field
     await operator.create("NsqCluster", name, spec)
 
     async def degraded() -> Any:

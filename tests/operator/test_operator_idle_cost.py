@@ -18,14 +18,15 @@ TOPICS = 2
 async def test_an_idle_cluster_costs_only_its_status_and_drift_passes(operator: OperatorUnderTest) -> None:
     await idle_cluster(operator, "idle", TOPICS)
     cost = await idle_cost(operator, WINDOW)
-    # the passes made in the window, counted by what each reads once: a status pass applies
-    # the one ConfigMap, a drift pass reads its NsqTopic afresh
-    status_passes, drift_passes = cost.count("get", "configmaps"), cost.count("get", "nsqtopics")
+    # the passes made in the window, counted by what each does once: a status pass applies
+    # (server-side) the one ConfigMap, a drift pass reads its NsqTopic afresh
+    status_passes, drift_passes = cost.count("patch", "configmaps"), cost.count("get", "nsqtopics")
     assert status_passes >= WINDOW / FAST.cluster_status / 3 and drift_passes >= TOPICS, cost.requests
     assert cost.count("list", "pods") == 0 and cost.count("get", "pods") == 0, cost.requests
     # a pass under way as the window opens or closes is counted in part: one of each timer per edge
     edges = 2 * (1 + TOPICS)
-    assert abs(cost.count("get", "statefulsets") - 2 * status_passes) <= 4, cost.requests  # apply's, not the roller's
+    assert cost.count("get", "statefulsets") == 0, cost.requests  # read from the index, never from the API
+    assert abs(cost.count("patch", "statefulsets") - 2 * status_passes) <= 4, cost.requests  # the applies
     # the NsqCluster is read once per status pass and once per drift pass: not by the roller's
     # idle ticks (about WINDOW / FAST.rollout of them, each would read it)
     assert WINDOW / FAST.rollout > 2 * edges

@@ -36,7 +36,7 @@ def lookupd_config(cluster: NsqCluster) -> str:
 
 def options_hash(values: dict[str, Any]) -> str:
     """Changes exactly when a pod must restart to pick the options up."""
-    return hashlib.sha256(toml.dumps(values).encode()).hexdigest()[:16]
+    return hashlib.sha256(toml.canonical(values).encode()).hexdigest()[:16]
 
 
 def build_configmap(cluster: NsqCluster) -> dict[str, Any]:

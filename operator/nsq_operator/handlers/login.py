@@ -12,10 +12,10 @@ from ..runtime import runtime_of
 
 
 def login(memo: Any, **kwargs: Any) -> kopf.ConnectionInfo | None:
-    rt = runtime_of(memo)
-    if rt.connection is None:
-        rt.connection = kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
-    return rt.connection
+    """Read the credentials afresh each time kopf asks: kopf asks again when the apiserver
+    refused the ones it had (a rotated service-account token), and the same ones again
+    would stop the operator."""
+    return runtime_of(memo).log_in(**kwargs)
 
 
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:

@@ -1,22 +1,31 @@
-"""Create what is missing, patch what differs, leave alone what already matches."""
+"""Applying the builders' manifests the way Kubernetes controllers do: server-side apply
+under the operator's field manager, forced. The operator's fields become exactly what it
+sends, so a field it stops setting (a node selector the user took out) disappears, while
+fields another manager set (an annotation added with kubectl) stay.
+
+A ``metadata.resourceVersion`` in the manifest makes the apply conditional: it fails
+(409) once the object has moved on from the version it was read at.
+
+A StatefulSet's spec beyond a few fields cannot change after creation; the apiserver
+refuses the whole apply when one of them differs. Those are sent as they are, and what
+could not be applied is returned for the caller to report."""
 from __future__ import annotations
 
+import copy
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-# A StatefulSet's spec fields Kubernetes refuses to change after creation.
-STATEFULSET_MUTABLE = ("replicas", "template", "updateStrategy", "persistentVolumeClaimRetentionPolicy",
-                       "minReadySeconds", "ordinals")
+# A StatefulSet's spec fields Kubernetes refuses to change after creation, that we set.
+STATEFULSET_IMMUTABLE = ("selector", "serviceName", "volumeClaimTemplates", "podManagementPolicy")
 
 
 class ObjectApi(Protocol):
-    async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None: ...
-    async def create(self, manifest: dict[str, Any]) -> dict[str, Any]: ...
-    async def patch(self, kind: str, namespace: str, name: str, patch: dict[str, Any],
-                    subresource: str | None = None) -> dict[str, Any] | None: ...
+    async def apply(self, manifest: dict[str, Any]) -> dict[str, Any]: ...
 
 
 def contains(actual: Any, wanted: Any) -> bool:
-    """True when every field of ``wanted`` has the same value in ``actual``."""
+    """True when every field of ``wanted`` has the same value in ``actual`` (which may
+    hold more: what the apiserver defaulted)."""
     if isinstance(wanted, dict):
         return isinstance(actual, dict) and all(contains(actual.get(k), v) for k, v in wanted.items())
     if isinstance(wanted, list):
@@ -25,28 +34,34 @@ def contains(actual: Any, wanted: Any) -> bool:
     return bool(actual == wanted)
 
 
-def updatable(manifest: dict[str, Any]) -> dict[str, Any]:
-    """The part of a manifest a merge-patch may carry to an existing object."""
-    patch = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
-    # a resourceVersion the manifest carries makes the write conditional (409 once the object moved on)
-    patch["metadata"] = {k: v for k, v in manifest["metadata"].items()
-                         if k in ("labels", "annotations", "ownerReferences", "resourceVersion")}
-    if manifest["kind"] == "StatefulSet":
-        patch["spec"] = {k: v for k, v in manifest["spec"].items() if k in STATEFULSET_MUTABLE}
-    if manifest["kind"] == "Service":
-        patch["spec"] = {k: v for k, v in manifest["spec"].items() if k != "clusterIP"}
-    return patch
+def immutable_changes(existing: dict[str, Any] | None, manifest: dict[str, Any]) -> list[str]:
+    """The StatefulSet spec fields the manifest would change although they cannot change."""
+    if existing is None or manifest["kind"] != "StatefulSet":
+        return []
+    have = existing.get("spec") or {}
+    return [name for name in STATEFULSET_IMMUTABLE
+            if name in manifest["spec"] and not contains(have.get(name), manifest["spec"][name])]
 
 
-async def apply(api: ObjectApi, manifest: dict[str, Any]) -> str:
-    """Make the object match the manifest; returns ``created``, ``patched`` or ``unchanged``."""
-    meta = manifest["metadata"]
-    existing = await api.get(manifest["kind"], meta["namespace"], meta["name"])
-    if existing is None:
-        await api.create(manifest)
-        return "created"
-    patch = updatable(manifest)
-    if contains(existing, patch):
-        return "unchanged"
-    await api.patch(manifest["kind"], meta["namespace"], meta["name"], patch)
-    return "patched"
+def as_it_is(existing: dict[str, Any], manifest: dict[str, Any], fields: list[str]) -> dict[str, Any]:
+    """The manifest with these spec fields as the existing object has them."""
+    kept = copy.deepcopy(manifest)
+    for name in fields:
+        kept["spec"][name] = copy.deepcopy(existing["spec"][name])
+    return kept
+
+
+@dataclass(frozen=True)
+class Applied:
+    obj: dict[str, Any]
+    not_applied: list[str] = field(default_factory=list)  # immutable fields left as they were
+
+
+async def apply(api: ObjectApi, manifest: dict[str, Any], existing: dict[str, Any] | None = None) -> Applied:
+    """Apply the manifest; ``existing`` (a StatefulSet as read) lets a change of its
+    immutable fields be held back and reported instead of failing the whole apply."""
+    frozen = immutable_changes(existing, manifest)
+    if frozen:
+        assert existing is not None
+        manifest = as_it_is(existing, manifest, frozen)
+    return Applied(await api.apply(manifest), frozen)

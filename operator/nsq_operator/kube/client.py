@@ -2,12 +2,10 @@
 so the operator has one login path and one event loop."""
 from __future__ import annotations
 
-import base64
 import json
 import ssl
-import tempfile
 from importlib import metadata
-from typing import Any
+from typing import Any, Callable
 
 import aiohttp
 import kopf
@@ -17,6 +15,8 @@ from .resources import KINDS
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+FIELD_MANAGER = MANAGED_BY  # every write is made under this name: the fields it sets are its own
 TOO_MANY_REQUESTS = 429  # an eviction its PodDisruptionBudget does not allow now
 CONFLICT = 409  # a write naming a resourceVersion the object has moved on from
 
@@ -43,56 +43,42 @@ def _status_message(body: str) -> str:
     return str(answer.get("message") or body[:300]) if isinstance(answer, dict) else body[:300]
 
 
-def _ssl_context(info: kopf.ConnectionInfo) -> ssl.SSLContext | bool:
-    if not info.server.startswith("https"):
-        return False
-    if info.insecure:
-        context = ssl.create_default_context()
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    else:
-        cadata = _text(info.ca_data)
-        context = ssl.create_default_context(cafile=str(info.ca_path) if info.ca_path else None, cadata=cadata)
-    certificate = info.certificate_path or _spill(info.certificate_data)
-    if certificate:
-        context.load_cert_chain(str(certificate), str(info.private_key_path or _spill(info.private_key_data)))
-    return context
+def _ssl_context(info: kopf.ConnectionInfo) -> ssl.SSLContext | None:
+    """kopf's own context: certificates given as data pass through files it removes
+    once loaded, so no private key is left on disk."""
+    return info.as_ssl_context() if info.server.startswith("https") else None
 
 
-def _text(data: str | bytes | None) -> str | None:
-    """kubeconfig carries certificates base64-encoded; ssl wants PEM text."""
-    if data is None:
-        return None
-    raw = data if isinstance(data, bytes) else data.encode()
-    try:
-        return base64.b64decode(raw, validate=True).decode()
-    except ValueError:
-        return raw.decode()
-
-
-def _spill(data: str | bytes | None) -> str | None:
-    """ssl loads client certificates from files only."""
-    text = _text(data)
-    if text is None:
-        return None
-    handle = tempfile.NamedTemporaryFile("w", suffix=".pem", delete=False)
-    with handle:
-        handle.write(text)
-    return handle.name
+# named in the API server's audit log (and as the field manager, were none given)
+USER_AGENT = f"{MANAGED_BY}/{metadata.version('nsq-operator')}"
 
 
 class KubeApi:
-    def __init__(self, info: kopf.ConnectionInfo, timeout: float = 30.0) -> None:
-        self.server = info.server.rstrip("/")
-        # named in the API server's audit log and as the field manager of its writes
-        self._headers = {**info.as_http_headers(), "User-Agent": f"{MANAGED_BY}/{metadata.version('nsq-operator')}"}
-        self._ssl = _ssl_context(info)
+    """Requests carry the latest login's credentials; a request the apiserver refuses as
+    unauthenticated logs in anew (a rotated token) and is sent once more."""
+
+    def __init__(self, connection: Callable[[], kopf.ConnectionInfo],
+                 relogin: Callable[[], kopf.ConnectionInfo | None] | None = None, timeout: float = 30.0) -> None:
+        self._connection, self._relogin = connection, relogin
+        self._info: kopf.ConnectionInfo | None = None
+        self._ssl: ssl.SSLContext | None = None
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
+        self._follow()
+
+    def _follow(self) -> kopf.ConnectionInfo:
+        info = self._connection()
+        if info is not self._info:
+            self._info, self._ssl = info, _ssl_context(info)
+        return info
+
+    @property
+    def server(self) -> str:
+        return self._follow().server.rstrip("/")
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(headers=self._headers, timeout=self._timeout)
+            self._session = aiohttp.ClientSession(timeout=self._timeout)
         return self._session
 
     async def close(self) -> None:
@@ -101,14 +87,23 @@ class KubeApi:
 
     async def _request(self, method: str, url: str, body: Any = None, content_type: str = "application/json",
                        params: dict[str, str] | None = None) -> Any:
-        async with self._client().request(method, self.server + url, json=body, params=params, ssl=self._ssl,
-                                          headers={"Content-Type": content_type}) as response:
-            text = await response.text()
-            if response.status == 404:
-                return None
-            if response.status >= 400:
-                raise KubeApiError(response.status, method, url, text)
-            return await response.json(content_type=None) if text else {}
+        if method in ("POST", "PATCH", "PUT"):
+            params = {"fieldManager": FIELD_MANAGER, **(params or {})}
+        for attempt in (1, 2):
+            info = self._follow()
+            headers = {**info.as_http_headers(), "Content-Type": content_type, "User-Agent": USER_AGENT}
+            async with self._client().request(method, info.server.rstrip("/") + url, json=body, params=params,
+                                              ssl=self._ssl, headers=headers) as response:
+                text = await response.text()
+                if response.status == 401 and attempt == 1 and self._relogin is not None:
+                    self._relogin()
+                    continue
+                if response.status == 404:
+                    return None
+                if response.status >= 400:
+                    raise KubeApiError(response.status, method, url, text)
+                return await response.json(content_type=None) if text else {}
+        raise AssertionError("unreachable")
 
     async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         return await self._request("GET", KINDS[kind].url(namespace, name))
@@ -128,8 +123,19 @@ class KubeApi:
                     subresource: str | None = None, content_type: str = MERGE_PATCH) -> dict[str, Any] | None:
         return await self._request("PATCH", KINDS[kind].url(namespace, name, subresource), patch, content_type)
 
-    async def delete(self, kind: str, namespace: str, name: str) -> None:
-        await self._request("DELETE", KINDS[kind].url(namespace, name))
+    async def apply(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """Server-side apply, forced: the object's fields of this manager become exactly
+        the manifest's (created when missing); other managers' fields stay."""
+        meta = manifest["metadata"]
+        applied = await self._request("PATCH", KINDS[manifest["kind"]].url(meta["namespace"], meta["name"]), manifest,
+                                      APPLY_PATCH, params={"force": "true"})
+        assert applied is not None, f"applying {manifest['kind']} {meta['name']} answered 404"
+        return dict(applied)
+
+    async def delete(self, kind: str, namespace: str, name: str, propagation: str | None = None) -> None:
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation} if propagation else None
+        await self._request("DELETE", KINDS[kind].url(namespace, name), body)
+
 
     async def evict(self, namespace: str, pod: str) -> str | None:
         """Evict a pod as `kubectl drain` does, through its PodDisruptionBudget; None once it

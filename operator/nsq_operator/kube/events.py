@@ -1,29 +1,16 @@
-"""Kubernetes Events about an object, posted by the operator itself (typed reasons such
-as NewRevision or ScaleDown, which kopf's log-based events cannot carry)."""
+"""Kubernetes Events about an object, with typed reasons (NewRevision, ScaleDown ...),
+through kopf's poster: queued and posted in the background with retries, so an Event
+that cannot be posted (no right to, an API hiccup) never stops a reconcile or a rolling
+upgrade; kopf logs the failure and goes on."""
 from __future__ import annotations
 
 from typing import Any, Literal, Mapping
 
-from ..constants import MANAGED_BY
-from ..status.conditions import now
-from .client import KubeApi
+import kopf
 
 EventType = Literal["Normal", "Warning"]
+MAX_MESSAGE = 1024
 
 
-def event_manifest(involved: Mapping[str, Any], type_: EventType, reason: str, message: str) -> dict[str, Any]:
-    meta = involved["metadata"]
-    stamp = now()
-    return {
-        "apiVersion": "v1", "kind": "Event",
-        "metadata": {"generateName": f"{meta['name']}-", "namespace": meta["namespace"]},
-        "involvedObject": {"apiVersion": involved.get("apiVersion"), "kind": involved.get("kind"),
-                           "name": meta["name"], "namespace": meta["namespace"], "uid": meta.get("uid")},
-        "type": type_, "reason": reason, "message": message[:1024],
-        "source": {"component": MANAGED_BY}, "reportingComponent": MANAGED_BY,
-        "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
-    }
-
-
-async def post_event(api: KubeApi, involved: Mapping[str, Any], type_: EventType, reason: str, message: str) -> None:
-    await api.create(event_manifest(involved, type_, reason, message))
+def post_event(involved: Mapping[str, Any], type_: EventType, reason: str, message: str) -> None:
+    kopf.event(dict(involved), type=type_, reason=reason, message=message[:MAX_MESSAGE])

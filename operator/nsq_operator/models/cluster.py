@@ -2,20 +2,35 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, model_validator
+
+from nsq_protocol.host_port import OptionalDialAddress
 
 from ..constants import DEFAULT_IMAGE, PAUSED_ANNOTATION, RESTART_ANNOTATION
 from .admin import AdminSpec
-from .common import CrdModel, GoDuration, Quantity, ResourceRequirements, StatusBase, passthrough
+from .common import CrdModel, GoDuration, Quantity, ResourceRequirements, StatusBase, duration_between, passthrough
 from .options import LookupdTunables, NsqdTunables
 from .template import PodTemplateOverride
 
 ClaimPolicy = Literal["Retain", "Delete"]
+# nsqd reads it as Go's net.SplitHostPort does: a host (an IPv6 one in brackets), a port
+STATSD_ADDRESS_PATTERN = r"^$|^(\[[^\]]+\]|[^:\[\]]*):[0-9]{1,5}$"
+NonZeroDuration = Annotated[GoDuration, AfterValidator(duration_between(low=1e-9))]
+
+
+# checked by the apiserver on every update (a transition rule: it compares with the old object)
+STORAGE_CLASS_IMMUTABLE = {
+    "rule": "has(self.storageClassName) == has(oldSelf.storageClassName) && "
+            "(!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",
+    "message": "storageClassName cannot change: the claims of the existing nsqds keep their class",
+}
 
 
 class StorageSpec(CrdModel):
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [STORAGE_CLASS_IMMUTABLE]})
+
     size: Quantity = Field("10Gi", description="size of each nsqd's PersistentVolumeClaim")
     storage_class_name: str | None = Field(None, description="StorageClass of the claims; the cluster default when unset")
     when_scaled: ClaimPolicy = Field("Retain", description="what happens to a pod's claim when nsqd is scaled down: Retain keeps its messages for a later scale-up, Delete removes them")
@@ -54,9 +69,10 @@ class SchedulingSpec(CrdModel):
 
 class MetricsSpec(CrdModel):
     enabled: bool = Field(False, description="push nsqd's statistics to statsd")
-    statsd_address: str = Field("", description="UDP <host>:<port> of the statsd daemon; required when enabled")
+    statsd_address: OptionalDialAddress = Field("", pattern=STATSD_ADDRESS_PATTERN,
+                                                description="UDP <host>:<port> of the statsd daemon; required when enabled")
     statsd_prefix: str = Field("nsq.%s", description="prefix of the keys sent to statsd (%s becomes the host)")
-    statsd_interval: GoDuration = Field("60s", description="time between pushes to statsd")
+    statsd_interval: NonZeroDuration = Field("60s", description="time between pushes to statsd, above 0")
 
     @model_validator(mode="after")
     def _address_when_enabled(self) -> "MetricsSpec":

@@ -12,8 +12,9 @@ from nsq_client.admin import LookupdAdmin, NsqdAdmin
 
 from ..builders import build_cluster, labels, names
 from ..constants import DEFAULT_IMAGE
-from ..kube.apply import apply
+from ..kube.apply import apply, immutable_changes
 from ..kube.client import CONFLICT, KubeApiError
+from ..kube.events import post_event
 from ..kube.pods import component_pods, is_ready, is_serving, topology_ready
 from ..models import ComponentStatus, NsqCluster, NsqClusterStatus, NsqdStatus
 from ..rollout import progress
@@ -26,6 +27,9 @@ from .freshness import Superseded, ensure_current
 from . import health
 from .gate import REACH_ERRORS, open_gate
 from .health import Problem, creation_refused, pod_problems
+from .storage import STORAGE_EXPANDED, grow, storage_change
+
+NOT_APPLIED_REASON = "ChangeNotApplied"
 
 
 @dataclass(frozen=True)
@@ -108,37 +112,67 @@ async def open_gates(rt: Runtime, nsqd_pods: list[dict[str, Any]], topics: Itera
     return opened
 
 
-async def hold_replicas(rt: Runtime, manifest: dict[str, Any]) -> None:
+def hold_replicas(existing: dict[str, Any] | None, manifest: dict[str, Any]) -> None:
     """Fewer nsqds is the roller's to carry out, one pod at a time after its messages are
     handed off: a pass only ever raises the StatefulSet's replicas. The write names the
     resourceVersion the replicas were read at, so a scale-down by the roller in between
     makes it fail (409) instead of being undone."""
-    meta = manifest["metadata"]
-    existing = await rt.statefulset(meta["namespace"], meta["name"])
     if existing is not None:
         running = int(existing["spec"].get("replicas", 0))
         manifest["spec"]["replicas"] = max(running, manifest["spec"]["replicas"])
-        meta["resourceVersion"] = existing["metadata"].get("resourceVersion")
+        manifest["metadata"]["resourceVersion"] = existing["metadata"].get("resourceVersion")
 
 
-async def apply_all(rt: Runtime, cluster: NsqCluster) -> list[Problem]:
-    """Apply every manifest; the writes the API server refuses are returned as problems
-    (the others still go through)."""
-    refused = []
+async def apply_all(rt: Runtime, cluster: NsqCluster, body: Any) -> list[Problem]:
+    """Apply every manifest; the writes the API server refuses, and the changes of the spec
+    that cannot be applied, are returned as problems naming them (the others still go
+    through)."""
+    problems = []
     for manifest in build_cluster(cluster):
-        if manifest["kind"] == "StatefulSet" and manifest["metadata"]["name"] == names.nsqd_statefulset(cluster):
-            await hold_replicas(rt, manifest)
+        meta = manifest["metadata"]
+        existing, storage_refused = None, []
+        if manifest["kind"] == "StatefulSet":
+            existing = await rt.statefulset(meta["namespace"], meta["name"])
+            if meta["name"] == names.nsqd_statefulset(cluster):
+                hold_replicas(existing, manifest)
+                storage_refused, existing = await _storage(rt, cluster, body, existing, manifest)
+                problems += [Problem(NOT_APPLIED_REASON, why) for why in storage_refused]
         try:
-            await apply(rt.kube, manifest)
+            applied = await apply(rt.kube, manifest, existing)
         except KubeApiError as e:
             if e.status == CONFLICT:
-                raise Superseded(f"{manifest['kind']} {manifest['metadata']['name']} changed while this pass "
-                                 f"wrote it") from None
+                raise Superseded(f"{manifest['kind']} {meta['name']} changed while this pass wrote it") from None
             if not e.refused:
                 raise
-            refused.append(Problem("WriteRefused", f"the API server refuses {manifest['kind']} "
-                                                   f"{manifest['metadata']['name']}: {e.said}"))
-    return refused
+            problems.append(Problem("WriteRefused", f"the API server refuses {manifest['kind']} {meta['name']}: "
+                                                    f"{e.said}"))
+            continue
+        # (a claim template refused above is named already, by the field of the spec)
+        frozen = [f"spec.{name}" for name in applied.not_applied
+                  if not (name == "volumeClaimTemplates" and storage_refused)]
+        if frozen:
+            problems.append(Problem(NOT_APPLIED_REASON, f"StatefulSet {meta['name']}: {', '.join(frozen)} cannot "
+                                                        f"change once created, so this change of the spec is not applied"))
+    return problems
+
+
+async def _storage(rt: Runtime, cluster: NsqCluster, body: Any, existing: dict[str, Any] | None,
+                   manifest: dict[str, Any]) -> tuple[list[str], dict[str, Any] | None]:
+    """A new size of nsqd's disks: grown (the StatefulSet is then made anew, so there is
+    no existing one left) or refused, naming the field."""
+    if existing is None or "volumeClaimTemplates" not in immutable_changes(existing, manifest):
+        return [], existing
+    change = storage_change(existing, manifest)
+    if change.refused:
+        return [change.refused], existing
+    if change.grow_to is None:
+        return [], existing
+    expanded = await grow(rt.kube, cluster, manifest["metadata"]["name"], change.grow_to)
+    post_event(body, "Normal", STORAGE_EXPANDED,
+               f"nsqd's disks grow to {change.grow_to}: claims {', '.join(expanded) or '(none yet)'} expanded, "
+               f"StatefulSet {manifest['metadata']['name']} made anew with its pods kept")
+    manifest["metadata"].pop("resourceVersion", None)  # made anew: no version to hold it to
+    return [], None
 
 
 async def problems_of(rt: Runtime, cluster: NsqCluster, body: Any, pods: list[dict[str, Any]]) -> list[Problem]:
@@ -158,7 +192,7 @@ async def reconcile_cluster(rt: Runtime, body: Any, topics: Iterable[TopicWish] 
                             channels: Iterable[ChannelWish] = ()) -> ClusterPass:
     cluster = parse(body, rt.default_image)
     await ensure_current(rt.kube, body)
-    refused = await apply_all(rt, cluster)
+    refused = await apply_all(rt, cluster, body)
     nsqd_pods = await component_pods(rt, cluster.ref, labels.NSQD)
     if await open_gates(rt, nsqd_pods, list(topics), list(channels)):
         nsqd_pods = await component_pods(rt, cluster.ref, labels.NSQD)

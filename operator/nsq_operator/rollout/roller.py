@@ -71,8 +71,8 @@ class Roller:
         at the same time; None once it goes, else why it may not go yet."""
         return await self.rt.kube.evict(self.cluster.namespace, pod)
 
-    async def event(self, reason: str, message: str, warning: bool = False) -> None:
-        await post_event(self.rt.kube, self.body, "Warning" if warning else "Normal", reason, message)
+    def event(self, reason: str, message: str, warning: bool = False) -> None:
+        post_event(self.body, "Warning" if warning else "Normal", reason, message)
 
     async def save(self, state: RolloutStatus) -> None:
         await self.rt.kube.patch("NsqCluster", self.cluster.namespace, self.cluster.name,
@@ -111,7 +111,7 @@ class Roller:
                 return state.model_copy(update={"message": f"{pod.name} {outcome}; its eviction waits for the "
                                                            f"disruption budget: {refused}"}), False
             cut_short = outcome != "drained"
-            await self.event(DRAIN_CUT_SHORT if cut_short else DRAINED, f"{pod.name} {outcome} and deleted",
+            self.event(DRAIN_CUT_SHORT if cut_short else DRAINED, f"{pod.name} {outcome} and deleted",
                              warning=cut_short)
             return progress.enter(state, "Replacing", f"{pod.name} {outcome} and deleted; waiting for its "
                                                       f"replacement"), False
@@ -119,7 +119,7 @@ class Roller:
         if drain is None and progress.seconds_in_phase(state) > limit:  # gone, and no kubelet says how (node lost?)
             await self.delete_pod(pod.name)
             message = f"{pod.name} stopped answering and its drain was never seen to finish; deleted"
-            await self.event(DRAIN_CUT_SHORT, message, warning=True)
+            self.event(DRAIN_CUT_SHORT, message, warning=True)
             return progress.enter(state, "Replacing", f"{message}; waiting for its replacement"), False
         doing = (f"{drain.in_flight} messages in flight" if isinstance(drain, DrainState)
                  else f"no answer ({drain or 'nothing listens'})")
@@ -159,7 +159,7 @@ class Roller:
             if (refused := await self.evict_pod(pod.name)) is not None:
                 return state.model_copy(update={"message": f"scale-down of {pod.name} called off; its restart "
                                                            f"waits for the disruption budget: {refused}"}), False
-            await self.event(SCALE_DOWN, f"scale-down of {pod.name} called off; restarting it to serve again")
+            self.event(SCALE_DOWN, f"scale-down of {pod.name} called off; restarting it to serve again")
             return progress.enter(state, "Replacing", f"waiting for {pod.name} to serve again"), False
         drain: DrainState | None | NoAnswer
         try:
@@ -187,7 +187,7 @@ class Roller:
                     if e.status != CONFLICT:
                         raise
                     return state.model_copy(update={"message": f"{nsqd.statefulset} changed; reading it again"}), False
-                await self.event(SCALE_DOWN, f"{pod.name} handed all its messages off; removing it")
+                self.event(SCALE_DOWN, f"{pod.name} handed all its messages off; removing it")
                 return progress.enter(state, "Removing", f"waiting for {pod.name} to terminate"), False
         if progress.seconds_in_phase(state) > self.rt.intervals.handoff_timeout:
             raise StopRoll(f"the handoff of {pod.name}'s messages has not finished "
@@ -228,7 +228,7 @@ class Roller:
             raise StopRoll(f"{step.pod} does not answer, its messages cannot be handed off: {e}") from None
         if started is None:
             raise StopRoll(f"{step.pod} does not answer, its messages cannot be handed off")
-        await self.event(SCALE_DOWN, f"scaling nsqd down: handing the messages of {step.pod} off to "
+        self.event(SCALE_DOWN, f"scaling nsqd down: handing the messages of {step.pod} off to "
                                      f"{', '.join(step.recipients)} before removing it")
         return self._handoff_phase(state, step.pod)
 
@@ -254,14 +254,14 @@ class Roller:
             except NoAnswer as e:
                 raise StopRoll(f"{step.pod} does not answer, it cannot be drained: {e}") from None
             if started is not None:
-                await self.event(step.reason, f"restarting {step.pod} because {step.why}: draining it first")
+                self.event(step.reason, f"restarting {step.pod} because {step.why}: draining it first")
                 return progress.enter(state, "Draining", f"draining {step.pod}", **fields)
         if step.reason == STUCK_POD:
             await self.delete_pod(step.pod)
         elif (refused := await self.evict_pod(step.pod)) is not None:
             return progress.waiting(state, f"waiting for the disruption budget to allow restarting {step.pod}: "
                                            f"{refused}")
-        await self.event(step.reason, f"restarting {step.pod} because {step.why}")
+        self.event(step.reason, f"restarting {step.pod} because {step.why}")
         return progress.enter(state, "Replacing", f"waiting for the replacement of {step.pod}", **fields)
 
 
@@ -289,7 +289,7 @@ async def roll(rt: Runtime, cluster: NsqCluster, body: dict[str, Any]) -> Rollou
         after = progress.blocked(state, str(e))
         await roller.save(after)
         if state.error != after.error:
-            await roller.event(progress.BLOCKED_REASON, str(e), warning=True)
+            roller.event(progress.BLOCKED_REASON, str(e), warning=True)
         raise Blocked(str(e), progress.backoff(after.failures, rt.intervals.retry, rt.intervals.max_backoff)) from None
     if after != before:
         await roller.save(after)
