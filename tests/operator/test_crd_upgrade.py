@@ -24,6 +24,13 @@ def schema(directory: Path, kind: str) -> dict[str, Any]:
     return found
 
 
+def _pattern(node: dict[str, Any]) -> str | None:
+    """The pattern a node's strings must match: beside an int-or-string's anyOf, or (as
+    0.1.0 wrote it, which no apiserver took) inside its string branch."""
+    inside = [branch.get("pattern") for branch in node.get("anyOf") or [] if branch.get("pattern")]
+    return node.get("pattern") or (inside[0] if inside else None)
+
+
 def narrowed(old: dict[str, Any], new: dict[str, Any], path: str = "") -> Iterator[str]:
     """Every way ``new`` accepts less than ``old`` at ``path`` or below."""
     if old.get("type") != new.get("type"):
@@ -34,8 +41,8 @@ def narrowed(old: dict[str, Any], new: dict[str, Any], path: str = "") -> Iterat
                             ("maxLength", lambda o, n: n < o), ("minLength", lambda o, n: n > o)):
         if bound in new and (bound not in old or stricter(old[bound], new[bound])):
             yield f"{path}: {bound} {old.get(bound)} became {new[bound]}"
-    if "pattern" in new and new.get("pattern") != old.get("pattern"):
-        yield f"{path}: pattern {old.get('pattern')!r} became {new['pattern']!r}"
+    if "pattern" in new and new.get("pattern") != _pattern(old):
+        yield f"{path}: pattern {_pattern(old)!r} became {new['pattern']!r}"
     if set(new.get("required", [])) - set(old.get("required", [])):
         yield f"{path}: newly required {sorted(set(new.get('required', [])) - set(old.get('required', [])))}"
     for rule in new.get("x-kubernetes-validations", []):

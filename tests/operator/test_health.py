@@ -26,11 +26,11 @@ class RefusingApi:
     async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         return None
 
-    async def create(self, manifest: dict[str, Any]) -> dict[str, Any]:
+    async def apply(self, manifest: dict[str, Any]) -> dict[str, Any]:
         if manifest["kind"] == "StatefulSet":
             status = {"kind": "Status", "code": 422, "reason": "Invalid",
                       "message": f'StatefulSet.apps "{manifest["metadata"]["name"]}" is invalid: spec.template: bad'}
-            raise KubeApiError(422, "POST", "/apis/apps/v1/...", json.dumps(status))
+            raise KubeApiError(422, "PATCH", "/apis/apps/v1/...", json.dumps(status))
         self.created.append(manifest["metadata"]["name"])
         return manifest
 
@@ -38,7 +38,7 @@ class RefusingApi:
 async def test_a_refused_write_is_a_problem_and_the_other_writes_still_go_through() -> None:
     rt = Runtime()
     rt._kube = RefusingApi()  # type: ignore[assignment]
-    problems = await apply_all(rt, cluster())
+    problems = await apply_all(rt, cluster(), {})
     assert [p.reason for p in problems] == ["WriteRefused", "WriteRefused"]
     assert problems[0].message == ('the API server refuses StatefulSet demo-lookupd: StatefulSet.apps "demo-lookupd" '
                                    'is invalid: spec.template: bad')
@@ -89,25 +89,22 @@ class StatefulSetApi:
     """The nsqd StatefulSet exists at resourceVersion 41 with 5 replicas; the rest is missing."""
 
     def __init__(self) -> None:
-        self.patches: list[dict[str, Any]] = []
+        self.applied: list[dict[str, Any]] = []
 
     async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         if (kind, name) == ("StatefulSet", "demo-nsqd"):
             return {"metadata": {"name": name, "resourceVersion": "41"}, "spec": {"replicas": 5}}
         return None
 
-    async def create(self, manifest: dict[str, Any]) -> dict[str, Any]:
+    async def apply(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        self.applied.append(manifest)
         return manifest
-
-    async def patch(self, kind: str, namespace: str, name: str, patch: dict[str, Any],
-                    subresource: str | None = None) -> dict[str, Any] | None:
-        self.patches.append(patch)
-        return patch
 
 
 async def test_replicas_are_written_with_the_resource_version_they_were_read_at() -> None:
     rt = Runtime()
     rt._kube = StatefulSetApi()  # type: ignore[assignment]
-    assert await apply_all(rt, cluster(nsqd={"replicas": 3})) == []
-    (patch,) = rt._kube.patches  # type: ignore[attr-defined]
-    assert patch["metadata"]["resourceVersion"] == "41" and patch["spec"]["replicas"] == 5  # the roller lowers it
+    assert await apply_all(rt, cluster(nsqd={"replicas": 3}), {}) == []
+    (nsqd,) = [m for m in rt._kube.applied  # type: ignore[attr-defined]
+               if (m["kind"], m["metadata"]["name"]) == ("StatefulSet", "demo-nsqd")]
+    assert nsqd["metadata"]["resourceVersion"] == "41" and nsqd["spec"]["replicas"] == 5  # the roller lowers it

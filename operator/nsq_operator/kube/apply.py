@@ -40,7 +40,7 @@ def immutable_changes(existing: dict[str, Any] | None, manifest: dict[str, Any])
         return []
     have = existing.get("spec") or {}
     return [name for name in STATEFULSET_IMMUTABLE
-            if name in manifest["spec"] and not contains(have.get(name), manifest["spec"][name])]
+            if name in manifest["spec"] and name in have and not contains(have[name], manifest["spec"][name])]
 
 
 def as_it_is(existing: dict[str, Any], manifest: dict[str, Any], fields: list[str]) -> dict[str, Any]:

@@ -15,8 +15,6 @@ from .options import LookupdTunables, NsqdTunables
 from .template import PodTemplateOverride
 
 ClaimPolicy = Literal["Retain", "Delete"]
-# nsqd reads it as Go's net.SplitHostPort does: a host (an IPv6 one in brackets), a port
-STATSD_ADDRESS_PATTERN = r"^$|^(\[[^\]]+\]|[^:\[\]]*):[0-9]{1,5}$"
 NonZeroDuration = Annotated[GoDuration, AfterValidator(duration_between(low=1e-9))]
 
 
@@ -69,8 +67,9 @@ class SchedulingSpec(CrdModel):
 
 class MetricsSpec(CrdModel):
     enabled: bool = Field(False, description="push nsqd's statistics to statsd")
-    statsd_address: OptionalDialAddress = Field("", pattern=STATSD_ADDRESS_PATTERN,
-                                                description="UDP <host>:<port> of the statsd daemon; required when enabled")
+    # checked as nsqd reads it (host:port), by the operator rather than the schema: a CRD
+    # pattern would refuse objects an earlier release stored
+    statsd_address: OptionalDialAddress = Field("", description="UDP <host>:<port> of the statsd daemon; required when enabled")
     statsd_prefix: str = Field("nsq.%s", description="prefix of the keys sent to statsd (%s becomes the host)")
     statsd_interval: NonZeroDuration = Field("60s", description="time between pushes to statsd, above 0")
 
