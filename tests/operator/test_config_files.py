@@ -60,7 +60,7 @@ def expected(key: str, value: Any) -> Any:
     return value
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(OPTIONS, METRICS)
 def test_every_admitted_value_reaches_nsqd_unchanged(options: dict[str, Any], metrics: dict[str, Any]) -> None:
     try:
