@@ -15,6 +15,7 @@ DEFAULT_IMAGE: Final = "docker.io/library/nsq-operator:0.1.0"
 # container ports, NSQ's defaults
 NSQD_TCP_PORT: Final = 4150
 NSQD_HTTP_PORT: Final = 4151
+NSQD_HTTPS_PORT: Final = 4152  # only with spec.tls
 LOOKUPD_TCP_PORT: Final = 4160
 LOOKUPD_HTTP_PORT: Final = 4161
 
@@ -28,6 +29,7 @@ NSQD_DATA_PATH: Final = "/data"
 NSQD_CONFIG_DIR: Final = "/etc/nsq"
 NSQD_CONFIG_FILE: Final = "nsqd.conf"
 LOOKUPD_CONFIG_FILE: Final = "nsqlookupd.conf"
+NSQ_TLS_DIR: Final = "/etc/nsq-tls"  # the TLS Secret's tls.crt, tls.key and ca.crt
 
 # The pod condition the operator sets once every declared topic and channel exists on
 # that nsqd; the pod's readiness gate waits for it, so no client reaches a bare nsqd.
@@ -43,6 +45,11 @@ IMAGE_REVISION_ANNOTATION: Final = f"{GROUP}/image-revision"
 CONFIG_REVISION_ANNOTATION: Final = f"{GROUP}/config-revision"
 RESTART_REVISION_ANNOTATION: Final = f"{GROUP}/restart-revision"
 FINALIZER: Final = f"{GROUP}/topology"
+# on nsqd's pod template: a hash of the TLS Secret's data, so a renewed certificate rolls the pods
+TLS_REVISION_ANNOTATION: Final = f"{GROUP}/tls-revision"
+# on nsqd's pod template with spec.tls: the operator calls that pod's HTTP API over HTTPS, trusting
+# this Secret's ca.crt and showing its certificate (the pod says it, so a roll that turns TLS on works)
+TLS_SECRET_ANNOTATION: Final = f"{GROUP}/tls-secret"
 
 # requested for a resource the user gives neither a request nor a limit for: enough for an
 # idle broker, so the pods are Burstable rather than BestEffort

@@ -24,7 +24,7 @@ def _convert(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
         if key in _DROPPED:
             continue
         if key == "properties":
-            out[key] = {name: _defaulted(_convert(sub, defs), name in node.get("required", ()))
+            out[key] = {name: _defaulted(_convert(sub, defs), name in node.get("required", ()) or _off_by_default(sub))
                         for name, sub in value.items()}
         elif key == "items":
             out[key] = _convert(value, defs)
@@ -42,7 +42,7 @@ def _convert(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
             out[key] = value
     if out.get("x-kubernetes-preserve-unknown-fields"):
         out.pop("additionalProperties", None)
-    if out.get("type") == "object" and "properties" in out and "default" in out:
+    if out.get("type") == "object" and "properties" in out and out.get("default") is not None:
         out["default"] = {}
     if out.get("default", 0) is None:
         del out["default"]
@@ -51,8 +51,15 @@ def _convert(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _off_by_default(node: dict[str, Any]) -> bool:
+    """An object whose absence means something (``tls: TlsSpec | None = None``: no TLS)
+    must not be defaulted into existence."""
+    return "default" in node and node["default"] is None
+
+
 def _defaulted(node: dict[str, Any], required: bool) -> dict[str, Any]:
-    """An optional typed object defaults to ``{}`` so Kubernetes defaults its fields too."""
+    """An optional typed object defaults to ``{}`` so Kubernetes defaults its fields too,
+    unless it is off by default."""
     if not required and node.get("type") == "object" and "properties" in node:
         node["default"] = {}
     return node

@@ -17,6 +17,8 @@ from .ownership import object_meta
 def nsqd_tunables(cluster: NsqCluster) -> dict[str, Any]:
     """nsqd's config-file values the owner chose (everything but the lookupd list)."""
     values = cluster.spec.nsqd.options.config_file()
+    if cluster.spec.nsqd.durable:
+        values["sync_before_ack"] = True
     metrics = cluster.spec.metrics
     if metrics.enabled:
         values.update(statsd_address=metrics.statsd_address, statsd_prefix=metrics.statsd_prefix,

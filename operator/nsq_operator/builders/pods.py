@@ -13,8 +13,10 @@ DEFAULT_SPREAD: dict[str, Any] = {"maxSkew": 1, "topologyKey": "kubernetes.io/ho
 RUN_AS = 65532  # an unprivileged uid; fsGroup makes the data volume writable for it
 
 
-def http_probe(path: str, port: str, period: int, failures: int, initial_delay: int = 0) -> dict[str, Any]:
-    return {"httpGet": {"path": path, "port": port}, "initialDelaySeconds": initial_delay,
+def http_probe(path: str, port: str, period: int, failures: int, initial_delay: int = 0,
+               scheme: str = "HTTP") -> dict[str, Any]:
+    get = {"path": path, "port": port, **({"scheme": scheme} if scheme != "HTTP" else {})}
+    return {"httpGet": get, "initialDelaySeconds": initial_delay,
             "periodSeconds": period, "timeoutSeconds": 2, "failureThreshold": failures}
 
 

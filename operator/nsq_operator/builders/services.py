@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..constants import LOOKUPD_HTTP_PORT, LOOKUPD_TCP_PORT, NSQD_HTTP_PORT, NSQD_TCP_PORT
+from ..constants import LOOKUPD_HTTP_PORT, LOOKUPD_TCP_PORT, NSQD_HTTP_PORT, NSQD_HTTPS_PORT, NSQD_TCP_PORT
 from ..models import NsqCluster
 from . import labels, names
 from .ownership import object_meta
@@ -31,11 +31,16 @@ def build_lookupd_headless_service(cluster: NsqCluster) -> dict[str, Any]:
                     _ports(LOOKUPD_TCP_PORT, LOOKUPD_HTTP_PORT), headless=True)
 
 
+def _nsqd_ports(cluster: NsqCluster) -> list[dict[str, Any]]:
+    ports = _ports(NSQD_TCP_PORT, NSQD_HTTP_PORT)
+    if cluster.spec.tls is not None:
+        ports.append({"name": "https", "port": NSQD_HTTPS_PORT, "targetPort": "https", "protocol": "TCP"})
+    return ports
+
+
 def build_nsqd_headless_service(cluster: NsqCluster) -> dict[str, Any]:
-    return _service(cluster, names.nsqd_headless_service(cluster), labels.NSQD,
-                    _ports(NSQD_TCP_PORT, NSQD_HTTP_PORT), headless=True)
+    return _service(cluster, names.nsqd_headless_service(cluster), labels.NSQD, _nsqd_ports(cluster), headless=True)
 
 
 def build_nsqd_client_service(cluster: NsqCluster) -> dict[str, Any]:
-    return _service(cluster, names.nsqd_client_service(cluster), labels.NSQD,
-                    _ports(NSQD_TCP_PORT, NSQD_HTTP_PORT), headless=False)
+    return _service(cluster, names.nsqd_client_service(cluster), labels.NSQD, _nsqd_ports(cluster), headless=False)

@@ -6,11 +6,12 @@ from typing import Any
 
 from ..constants import (LOOKUPD_CONFIG_FILE, LOOKUPD_DEFAULT_REQUESTS, NSQD_DEFAULT_REQUESTS, NSQD_CLAIM_TEMPLATE, LOOKUPD_HTTP_PORT, LOOKUPD_LIVENESS_PATH, LOOKUPD_READINESS_PATH,
                          LOOKUPD_TCP_PORT, NSQD_CONFIG_DIR, NSQD_CONFIG_FILE, NSQD_DATA_PATH, NSQD_HTTP_PORT,
-                         NSQD_LIVENESS_PATH, NSQD_READINESS_PATH, NSQD_TCP_PORT, OPTIONS_HASH_ANNOTATION,
-                         TERMINATION_GRACE_MARGIN_SECONDS, TOPOLOGY_READY_CONDITION)
+                         NSQD_HTTPS_PORT, NSQD_LIVENESS_PATH, NSQD_READINESS_PATH, NSQD_TCP_PORT,
+                         OPTIONS_HASH_ANNOTATION, TERMINATION_GRACE_MARGIN_SECONDS, TLS_REVISION_ANNOTATION,
+                         TLS_SECRET_ANNOTATION, TOPOLOGY_READY_CONDITION)
 from ..models import NsqCluster
 from ..strategic_merge import merge_pod_template
-from . import labels, names
+from . import labels, monitoring, names, tls
 from .configmap import nsqd_tunables, options_hash
 from .ownership import object_meta
 from .revision import stamp
@@ -34,24 +35,51 @@ def _config_volume(cluster: NsqCluster) -> dict[str, Any]:
 
 
 def _pod_template(cluster: NsqCluster, component: str, container: dict[str, Any], extra: dict[str, Any],
-                  annotations: dict[str, str]) -> dict[str, Any]:
+                  annotations: dict[str, str], volumes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     selector = labels.selector(cluster, component)
     spec: dict[str, Any] = {
         "serviceAccountName": names.service_account(cluster),
         "automountServiceAccountToken": False,
         "securityContext": security_context(),
         "containers": [container],
-        "volumes": [_config_volume(cluster)],
+        "volumes": [_config_volume(cluster), *(volumes or [])],
         **scheduling(cluster, selector),
         **extra,
     }
+    annotations = {**annotations, **monitoring.scrape_annotations(cluster, component)}
     template = {"metadata": {"labels": labels.labels(cluster, component), "annotations": annotations}, "spec": spec}
     override = (cluster.spec.nsqd if component == labels.NSQD else cluster.spec.lookupd).pod_template
     return merge_pod_template(template, override.wire())
 
 
+def nsqd_security_args(cluster: NsqCluster) -> list[str]:
+    """TLS and authorization flags (spec.tls, spec.auth)."""
+    args = tls.nsqd_args(cluster.spec.tls) if cluster.spec.tls else []
+    if (auth := cluster.spec.auth) is not None:
+        args += [f"--auth-http-address={address}" for address in auth.http_addresses]
+        args.append(f"--auth-http-request-method={auth.request_method}")
+    return args
+
+
+def nsqd_probes(cluster: NsqCluster) -> dict[str, Any]:
+    """Over HTTPS when plain HTTP is closed (the kubelet does not verify the certificate)."""
+    https = cluster.spec.tls is not None and cluster.spec.tls.https_only
+    port, scheme = ("https", "HTTPS") if https else ("http", "HTTP")
+    return {"readinessProbe": http_probe(NSQD_READINESS_PATH, port, period=5, failures=3, scheme=scheme),
+            "livenessProbe": http_probe(NSQD_LIVENESS_PATH, port, period=10, failures=6, initial_delay=10,
+                                        scheme=scheme),
+            "startupProbe": http_probe(NSQD_LIVENESS_PATH, port, period=NSQD_STARTUP_PERIOD,
+                                       failures=NSQD_STARTUP_FAILURES, scheme=scheme)}
+
+
 def nsqd_container(cluster: NsqCluster) -> dict[str, Any]:
     broadcast = names.pod_dns("$(POD_NAME)", names.nsqd_headless_service(cluster), cluster.namespace, cluster.domain)
+    ports = _ports(NSQD_TCP_PORT, NSQD_HTTP_PORT)
+    mounts = [{"name": DATA_VOLUME, "mountPath": NSQD_DATA_PATH},
+              {"name": CONFIG_VOLUME, "mountPath": NSQD_CONFIG_DIR, "readOnly": True}]
+    if cluster.spec.tls is not None:
+        ports.append({"name": "https", "containerPort": NSQD_HTTPS_PORT, "protocol": "TCP"})
+        mounts.append(tls.mount())
     container: dict[str, Any] = {
         "name": "nsqd",
         "image": cluster.image,
@@ -62,14 +90,12 @@ def nsqd_container(cluster: NsqCluster) -> dict[str, Any]:
                  f"--http-address=0.0.0.0:{NSQD_HTTP_PORT}",
                  f"--data-path={NSQD_DATA_PATH}",
                  f"--broadcast-address={broadcast}",
-                 f"--drain-timeout={cluster.spec.drain_timeout_seconds}s"],
+                 f"--drain-timeout={cluster.spec.drain_timeout_seconds}s",
+                 *nsqd_security_args(cluster)],
         "env": [POD_NAME_ENV],
-        "ports": _ports(NSQD_TCP_PORT, NSQD_HTTP_PORT),
-        "readinessProbe": http_probe(NSQD_READINESS_PATH, "http", period=5, failures=3),
-        "livenessProbe": http_probe(NSQD_LIVENESS_PATH, "http", period=10, failures=6, initial_delay=10),
-        "startupProbe": http_probe(NSQD_LIVENESS_PATH, "http", period=NSQD_STARTUP_PERIOD, failures=NSQD_STARTUP_FAILURES),
-        "volumeMounts": [{"name": DATA_VOLUME, "mountPath": NSQD_DATA_PATH},
-                         {"name": CONFIG_VOLUME, "mountPath": NSQD_CONFIG_DIR, "readOnly": True}],
+        "ports": ports,
+        **nsqd_probes(cluster),
+        "volumeMounts": mounts,
         "securityContext": container_security_context(),
     }
     container["resources"] = resources(cluster.spec.nsqd.resources, NSQD_DEFAULT_REQUESTS)
@@ -106,13 +132,24 @@ def _claim_template(cluster: NsqCluster) -> dict[str, Any]:
     return {"metadata": {"name": DATA_VOLUME, "labels": labels.labels(cluster, labels.NSQD)}, "spec": spec}
 
 
+def nsqd_annotations(cluster: NsqCluster) -> dict[str, str]:
+    annotations = {OPTIONS_HASH_ANNOTATION: options_hash(nsqd_tunables(cluster))}
+    if cluster.spec.tls is not None:
+        # a renewed or replaced certificate changes the template, so the roller replaces every pod
+        annotations[TLS_REVISION_ANNOTATION] = cluster.tls_revision
+        if cluster.spec.tls.https_only:
+            annotations[TLS_SECRET_ANNOTATION] = str(tls.secret_name(cluster))
+    return annotations
+
+
 def build_nsqd_statefulset(cluster: NsqCluster) -> dict[str, Any]:
     storage = cluster.spec.nsqd.storage
     template = _pod_template(
         cluster, labels.NSQD, nsqd_container(cluster),
         extra={"terminationGracePeriodSeconds": cluster.spec.drain_timeout_seconds + TERMINATION_GRACE_MARGIN_SECONDS,
                "readinessGates": [{"conditionType": TOPOLOGY_READY_CONDITION}]},
-        annotations={OPTIONS_HASH_ANNOTATION: options_hash(nsqd_tunables(cluster))})
+        annotations=nsqd_annotations(cluster),
+        volumes=[tls.volume(cluster)] if cluster.spec.tls is not None else [])
     stamp(template, nsqd_tunables(cluster), cluster.restart_token)
     return {
         "apiVersion": "apps/v1",

@@ -11,7 +11,10 @@ from nsq_protocol.host_port import OptionalDialAddress
 from ..constants import DEFAULT_IMAGE, PAUSED_ANNOTATION, RESTART_ANNOTATION
 from .admin import AdminSpec
 from .common import CrdModel, GoDuration, Quantity, ResourceRequirements, StatusBase, duration_between, passthrough
+from .monitoring import PrometheusSpec
+from .network import NetworkPolicySpec
 from .options import LookupdTunables, NsqdTunables
+from .security import AuthSpec, TlsSpec
 from .template import PodTemplateOverride
 
 ClaimPolicy = Literal["Retain", "Delete"]
@@ -39,6 +42,12 @@ class NsqdSpec(CrdModel):
     replicas: int = Field(3, ge=0, le=1000, description="number of nsqd pods")
     resources: ResourceRequirements = Field(default_factory=ResourceRequirements, description="cpu and memory of each nsqd")
     storage: StorageSpec = Field(default_factory=StorageSpec, description="each nsqd's persistent disk queue")
+    durable: bool = Field(
+        False, description="durable mode (nsqd's --sync-before-ack): a publish is answered only once its message is "
+                           "fsynced, and a message stays on disk until a consumer FINs it, so every acknowledged "
+                           "message survives kill -9 and a node crash (not a lost volume); topics and channels then "
+                           "keep no memory queue. Off: NSQ's behaviour, where messages in memory, in flight or "
+                           "deferred are lost with a crash (a drain or SIGTERM still writes them to disk)")
     options: NsqdTunables = Field(default_factory=NsqdTunables, description="nsqd options by NSQ's flag names")
     pod_template: PodTemplateOverride = Field(default_factory=PodTemplateOverride,
                                               description="merged into the nsqd pods' template: labels, annotations, security context, extra containers and volumes")
@@ -66,6 +75,7 @@ class SchedulingSpec(CrdModel):
 
 
 class MetricsSpec(CrdModel):
+    prometheus: PrometheusSpec = Field(default_factory=PrometheusSpec, description="scraping of /metrics by Prometheus")
     enabled: bool = Field(False, description="push nsqd's statistics to statsd")
     # checked as nsqd reads it (host:port), by the operator rather than the schema: a CRD
     # pattern would refuse objects an earlier release stored
@@ -91,6 +101,12 @@ class NsqClusterSpec(CrdModel):
     scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec, description="where pods may run")
     drain_timeout_seconds: int = Field(60, ge=0, le=86400, description="how long a draining nsqd waits for consumers to finish the messages in flight (nsqd's --drain-timeout); the pods' grace period is longer, so a plain SIGTERM drains too")
     metrics: MetricsSpec = Field(default_factory=MetricsSpec, description="statistics export")
+    tls: TlsSpec | None = Field(None, description="TLS for nsqd's clients and HTTP API, from a Secret or a "
+                                "cert-manager issuer; nsqlookupd has no TLS in NSQ")
+    auth: AuthSpec | None = Field(None, description="NSQ authorization: nsqd asks these auth servers what each "
+                                  "client's secret allows")
+    network_policy: NetworkPolicySpec = Field(default_factory=NetworkPolicySpec,
+                                              description="a NetworkPolicy limiting who reaches nsqd")
     admin: AdminSpec = Field(default_factory=AdminSpec, description="nsqadmin, the cluster's web UI")
     cluster_domain: str | None = Field(
         None, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
@@ -156,6 +172,7 @@ class NsqCluster(CrdModel):
     uid: str = ""
     generation: int = 0
     restart_token: str = ""  # the nsq.dev/restart annotation: a new value rolls every pod once
+    tls_revision: str = ""  # a hash of the TLS Secret's data (reconcile.tls): a new one rolls every nsqd
     paused: bool = False  # nsq.dev/paused: "true"
     default_image: str = DEFAULT_IMAGE  # the operator's, for a spec that names none
     spec: NsqClusterSpec
