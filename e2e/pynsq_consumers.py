@@ -67,7 +67,8 @@ class PynsqConsumers:
                  workdir: Path, *, readers: int = 1, max_in_flight: int = 100,
                  lookupd_poll_interval: int = 1, mode: Mode = "finish",
                  handle_seconds: dict[tuple[str, str], float] | None = None,
-                 on_delivery: Callable[[Delivery], None] | None = None) -> None:
+                 on_delivery: Callable[[Delivery], None] | None = None,
+                 tls_ca_file: str | None = None, auth_secret: str = "") -> None:
         """``readers`` pynsq Readers for each (topic, channel) of ``subscriptions``, each
         with ``max_in_flight`` and polling the lookupds every ``lookupd_poll_interval``
         whole seconds. ``on_delivery`` is called in this event loop for each delivery as
@@ -78,6 +79,7 @@ class PynsqConsumers:
             "readers": readers, "max_in_flight": max_in_flight,
             "lookupd_poll_interval": lookupd_poll_interval, "mode": mode,
             "handle_seconds": {f"{t}/{c}": s for (t, c), s in (handle_seconds or {}).items()},
+            "tls_ca_file": tls_ca_file, "auth_secret": auth_secret,
         }
         self.stderr_path = workdir / f"pynsq-consumers-{id(self)}.stderr"
         self._on_delivery = on_delivery

@@ -4,7 +4,9 @@
 Settings: ``subscriptions`` (list of [topic, channel]), ``lookupd_http_addresses``,
 ``readers`` (Readers per subscription), ``max_in_flight``, ``lookupd_poll_interval``
 (whole seconds, pynsq's rule), ``mode`` ("finish" or "hold": never answer),
-``handle_seconds`` ({"topic/channel": seconds a message is held before FIN}).
+``handle_seconds`` ({"topic/channel": seconds a message is held before FIN}),
+``tls_ca_file`` (TLS to nsqd, verifying its certificate and name against this CA),
+``auth_secret`` (sent with AUTH).
 
 Writes one JSON object a line on stdout, flushed at once:
 ``{"event": "started"}`` once every Reader exists;
@@ -96,11 +98,16 @@ def main() -> int:
     settings = json.loads(sys.argv[1])
     loop = tornado.ioloop.IOLoop.current()
     handling = Handling(loop, settings.get("mode", "finish"), dict(settings.get("handle_seconds") or {}))
+    security: dict[str, Any] = {}
+    if settings.get("tls_ca_file"):  # pynsq verifies the certificate and nsqd's name (server_hostname)
+        security.update(tls_v1=True, tls_options={"ca_certs": settings["tls_ca_file"]})
+    if settings.get("auth_secret"):
+        security["auth_secret"] = settings["auth_secret"]
     readers = [ReportingReader(topic=topic, channel=channel, message_handler=handling.handler(topic, channel),
                                lookupd_http_addresses=list(settings["lookupd_http_addresses"]),
                                max_in_flight=int(settings.get("max_in_flight", 100)),
                                lookupd_poll_interval=int(settings.get("lookupd_poll_interval", 1)),
-                               max_tries=0)
+                               max_tries=0, **security)
                for topic, channel in settings["subscriptions"]
                for _ in range(int(settings.get("readers", 1)))]
     # asyncio's own signal handlers wake tornado's loop at once (nsq.run's do not)

@@ -63,8 +63,8 @@ class PodWatch:
     """Which pods of the cluster were replaced (same name, new uid), in order, and what
     each pod runs; lists the pods every :data:`POLL` seconds."""
 
-    def __init__(self, operator: OperatorUnderTest) -> None:
-        self.operator = operator
+    def __init__(self, operator: OperatorUnderTest, cluster: str = CLUSTER) -> None:
+        self.operator, self.cluster = operator, cluster
         self.replaced: list[str] = []
         self._uids: dict[str, str] = {}
         self._task: asyncio.Task[None] | None = None
@@ -72,7 +72,7 @@ class PodWatch:
     async def pods(self) -> dict[str, dict[str, Any]]:
         listing = await self.operator.core(f"/api/v1/namespaces/{NS}/pods") or {}
         return {p["metadata"]["name"]: p for p in listing.get("items", [])
-                if p["metadata"].get("labels", {}).get("app.kubernetes.io/instance") == CLUSTER}
+                if p["metadata"].get("labels", {}).get("app.kubernetes.io/instance") == self.cluster}
 
     async def _look(self) -> None:
         for name, pod in (await self.pods()).items():
@@ -121,7 +121,7 @@ def cluster_state(operator: OperatorUnderTest, watch: "PodWatch") -> Callable[[]
         pods = await watch.pods()
         lines = [f"  {name}: {p['spec']['containers'][0]['image']} ready={_ready(p)} "
                  f"deleting={bool(p['metadata'].get('deletionTimestamp'))}" for name, p in sorted(pods.items())]
-        status = ((await operator.get("NsqCluster", CLUSTER)) or {}).get("status")
+        status = ((await operator.get("NsqCluster", watch.cluster)) or {}).get("status")
         return "\n".join(["pods:", *lines, f"replaced so far: {watch.replaced}", f"status: {status}"])
     return describe
 

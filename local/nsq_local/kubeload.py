@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from nsq_client import Config, ProducerPool
+from nsq_client import ProducerPool
 
 from .ledger import Ledger, Tally
 from .load import Load
@@ -42,7 +42,7 @@ class DiscoveringLoad(Load):
 
     async def start(self) -> None:
         await self._start_consumers()
-        self._pool = ProducerPool(self._nsqds, Config(lookupd_poll_interval=self.options.lookupd_poll_interval),
+        self._pool = ProducerPool(self._nsqds, self.config(lookupd_poll_interval=self.options.lookupd_poll_interval),
                                   lookupd_addresses=self._lookupds)
         await self._pool.connect()
         interval = self.options.batch * self.options.publishers / self.options.rate
@@ -100,13 +100,13 @@ async def _stopped(stop: asyncio.Event, stop_file: Path | None, duration: float 
 
 
 async def run(options: LoadOptions, nsqds: list[str], lookupds: list[str], *, stop_file: Path | None,
-              duration: float | None, settle_timeout: float) -> dict[str, Any]:
+              duration: float | None, settle_timeout: float, connection: dict[str, Any] | None = None) -> dict[str, Any]:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     ledger = Ledger(options.topics, options.channels, first_phase="load")
-    load = DiscoveringLoad(options, ledger, nsqds, lookupds)
+    load = DiscoveringLoad(options, ledger, nsqds, lookupds, connection=connection)
     try:
         await load.start()
         print(f"publishing to {options.topics}, consuming {options.channels}", flush=True)
@@ -136,8 +136,20 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--duration", type=float, default=None, help="stop publishing after this many seconds")
     parser.add_argument("--settle-timeout", type=float, default=120.0,
                         help="seconds for the last messages to be delivered once publishing stopped")
+    parser.add_argument("--tls-root-ca-file", default=None,
+                        help="connect to nsqd over TLS, trusting this CA (an NsqCluster with spec.tls)")
+    parser.add_argument("--auth-secret", default="", help="the secret sent with AUTH (an NsqCluster with spec.auth)")
     parser.add_argument("-v", "--verbose", action="store_true")
     return parser
+
+
+def connection_of(args: argparse.Namespace) -> dict[str, Any]:
+    connection: dict[str, Any] = {}
+    if args.tls_root_ca_file:
+        connection.update(tls_v1=True, tls_root_ca_file=args.tls_root_ca_file)
+    if args.auth_secret:
+        connection["auth_secret"] = args.auth_secret
+    return connection
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -153,7 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as err:
         parser.error(str(err))
     result = asyncio.run(run(options, args.nsqd_tcp_address, args.lookupd_http_address, stop_file=args.stop_file,
-                             duration=args.duration, settle_timeout=args.settle_timeout))
+                             duration=args.duration, settle_timeout=args.settle_timeout,
+                             connection=connection_of(args)))
     print(render(result), flush=True)
     return 0 if result["ok"] else 1
 

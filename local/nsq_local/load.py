@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from nsq_client import Config, Consumer, Handler, Message, NsqClientError, ProducerPool
 
@@ -50,8 +50,11 @@ ConsumersFactory = Callable[[LoadOptions, Ledger, list[str]], Consumers]
 
 class Load:
     def __init__(self, options: LoadOptions, ledger: Ledger, nsqd_tcp_addresses: list[str],
-                 lookupd_http_addresses: list[str], consumers: ConsumersFactory | None = None) -> None:
+                 lookupd_http_addresses: list[str], consumers: ConsumersFactory | None = None,
+                 connection: Mapping[str, Any] | None = None) -> None:
+        """``connection``: client Config fields every connection gets (TLS, an auth secret)."""
         self.options = options
+        self._connection = dict(connection or {})
         self.ledger = ledger
         self._nsqds = list(nsqd_tcp_addresses)
         self._lookupds = list(lookupd_http_addresses)
@@ -63,12 +66,15 @@ class Load:
         self._publishers: list[asyncio.Task[None]] = []
         self._stop_publishing = asyncio.Event()
 
+    def config(self, **fields: Any) -> Config:
+        return Config(**{**self._connection, **fields})
+
     # -- starting ------------------------------------------------------------------------------
     async def start(self) -> None:
         """Subscribe every channel, then start publishing."""
         await self._start_consumers()
         # a node found down is probed again at most every poll interval, as consumers rediscover it
-        self._pool = ProducerPool(self._nsqds, Config(lookupd_poll_interval=self.options.lookupd_poll_interval))
+        self._pool = ProducerPool(self._nsqds, self.config(lookupd_poll_interval=self.options.lookupd_poll_interval))
         await self._pool.connect()
         interval = self.options.batch * self.options.publishers / self.options.rate
         for topic in self.options.topics:
@@ -82,7 +88,7 @@ class Load:
             self._other_consumers = self._consumers_factory(self.options, self.ledger, list(self._lookupds))
             await self._other_consumers.start()
             return
-        config = Config(max_in_flight=self.options.max_in_flight,
+        config = self.config(max_in_flight=self.options.max_in_flight,
                         lookupd_poll_interval=self.options.lookupd_poll_interval)
         for topic in self.options.topics:
             for channel in self.options.channels:
@@ -143,7 +149,7 @@ class Load:
         """Publish only to the other nsqds from now on (one left for good). Publishes under
         way on the former pool end there; it is stopped with the load."""
         self._nsqds.remove(tcp_address)
-        pool = ProducerPool(self._nsqds, Config(lookupd_poll_interval=self.options.lookupd_poll_interval))
+        pool = ProducerPool(self._nsqds, self.config(lookupd_poll_interval=self.options.lookupd_poll_interval))
         await pool.connect()
         if self._pool is not None:
             self._retired_pools.append(self._pool)

@@ -7,12 +7,13 @@ from __future__ import annotations
 from typing import Protocol
 
 from .builders import names
-from .constants import LOOKUPD_HTTP_PORT, LOOKUPD_TCP_PORT, NSQD_HTTP_PORT
+from .constants import LOOKUPD_HTTP_PORT, LOOKUPD_TCP_PORT, NSQD_HTTP_PORT, NSQD_HTTPS_PORT
 from .models.cluster import ClusterRef
 
 
 class Endpoints(Protocol):
     def nsqd_http(self, cluster: ClusterRef, pod: str) -> str: ...
+    def nsqd_https(self, cluster: ClusterRef, pod: str) -> str: ...
     def lookupd_http(self, cluster: ClusterRef, pod: str) -> str: ...
     def lookupd_tcp(self, cluster: ClusterRef, pod: str) -> str: ...
 
@@ -20,6 +21,10 @@ class Endpoints(Protocol):
 class PodDnsEndpoints:
     def nsqd_http(self, cluster: ClusterRef, pod: str) -> str:
         return f"http://{names.nsqd_broadcast_address(cluster, pod)}:{NSQD_HTTP_PORT}"
+
+    def nsqd_https(self, cluster: ClusterRef, pod: str) -> str:
+        """By the pod's DNS name, which its certificate carries (a wildcard over the headless Service)."""
+        return f"https://{names.nsqd_broadcast_address(cluster, pod)}:{NSQD_HTTPS_PORT}"
 
     def lookupd_http(self, cluster: ClusterRef, pod: str) -> str:
         return f"http://{names.lookupd_broadcast_address(cluster, pod)}:{LOOKUPD_HTTP_PORT}"

@@ -8,9 +8,14 @@ from typing import Any, Callable, Mapping
 import aiohttp
 import kopf
 
+from nsq_client.admin import NsqdAdmin
+
 from .constants import DEFAULT_IMAGE, INSTANCE_LABEL
 from .endpoints import Endpoints, PodDnsEndpoints
 from .kube.client import KubeApi
+from .kube.discovery import Discovery
+from .models.cluster import ClusterRef
+from .tls_trust import TlsTrust
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,8 @@ class Runtime:
     # label selectors): reading from them costs no request; None outside kopf (then the API)
     pod_index: Any = None
     statefulset_index: Any = None
+    discovery: Discovery = field(default_factory=Discovery)  # which optional APIs are served
+    trust: TlsTrust = field(default_factory=TlsTrust)  # CAs of the nsqds served over HTTPS
     _login_kwargs: dict[str, Any] = field(default_factory=dict)
     _kube: KubeApi | None = None
     _http: aiohttp.ClientSession | None = None
@@ -78,6 +85,14 @@ class Runtime:
         if self._http is None or self._http.closed:
             self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.intervals.http_timeout))
         return self._http
+
+    async def nsqd_admin(self, cluster: ClusterRef, pod: str, tls_secret: str | None = None) -> NsqdAdmin:
+        """nsqd's HTTP API client for a pod: over HTTPS, trusting its Secret's CA, when the pod
+        says it closed plain HTTP (``tls_secret``, from its annotations: :func:`kube.pods.tls_secret_of`)."""
+        if not tls_secret:
+            return NsqdAdmin(self.endpoints.nsqd_http(cluster, pod), session=self.http)
+        context = await self.trust.context(self.kube, cluster.namespace, tls_secret)
+        return NsqdAdmin(self.endpoints.nsqd_https(cluster, pod), session=self.http, ssl_context=context)
 
     async def pods(self, namespace: str, selector: Mapping[str, str]) -> list[dict[str, Any]]:
         """The pods carrying every label of ``selector`` (which names an instance)."""

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from nsq_operator.builders import names
 from nsq_operator.models.cluster import ClusterRef
 
 ADDRESS_BOOK = "pods.json"
@@ -30,7 +31,7 @@ def write_book(root: Path, book: dict[str, dict[str, Any]]) -> None:
 class AddressBook:
     """The test side's view of the kubelet's address book (read afresh each time: it is
     tiny, and a cache keyed on file stamps can miss a rewrite within one clock tick).
-    An entry: ``{"component", "host", "tcp_port", "http_port", "pid"}``."""
+    An entry: ``{"component", "host", "tcp_port", "http_port", "https_port", "pid"}``."""
 
     def __init__(self, root: Path) -> None:
         self.path = root / ADDRESS_BOOK
@@ -64,6 +65,12 @@ class KubeletEndpoints:
 
     def nsqd_http(self, cluster: ClusterRef, pod: str) -> str:
         return self.book.http(pod)
+
+    def nsqd_https(self, cluster: ClusterRef, pod: str) -> str:
+        """By the pod's DNS name (which its certificate carries): the test resolves pod names
+        (e2e.pod_dns) in the process that calls it."""
+        entry = self.book.pods().get(pod) or {}
+        return f"https://{names.nsqd_broadcast_address(cluster, pod)}:{entry.get('https_port') or 1}"
 
     def lookupd_http(self, cluster: ClusterRef, pod: str) -> str:
         return self.book.http(pod)

@@ -31,6 +31,9 @@ from tests.operator import eviction, fieldsets, selectors
 from tests.operator.admission import Admission, Backlog, Refused
 from tests.operator.pod_admission import admit_pod
 
+# other projects' kinds the operator writes, served when a test installs their CRDs
+EXTRA_APIS = {"cert-manager.io/v1": ("certificates", "Certificate"),
+              "monitoring.coreos.com/v1": ("podmonitors", "PodMonitor")}
 CUSTOM = {"nsqclusters": ("NsqCluster", {"status", "scale"}), "nsqtopics": ("NsqTopic", {"status"}),
           "nsqchannels": ("NsqChannel", {"status"})}
 
@@ -115,6 +118,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
     _versions: Any = attrs.field(factory=lambda: itertools.count(1), init=False)
     # namespaces labelled pod-security.kubernetes.io/enforce=restricted
     restricted_namespaces: frozenset[str] = attrs.field(factory=frozenset)
+    # the CRDs of other projects this cluster has ("cert-manager.io/v1", "monitoring.coreos.com/v1")
+    extra_apis: frozenset[str] = attrs.field(factory=frozenset)
     evicted: list[str] = attrs.field(factory=list, init=False)  # pods evicted, in order
     served: dict[str, int] = attrs.field(factory=dict, init=False)  # "<client> <verb> <resource>": requests
     _owners: dict[Any, dict[fieldsets.Manager, fieldsets.FieldSet]] = attrs.field(factory=dict, init=False)
@@ -128,6 +133,11 @@ class KubeEmulator(kmock.KubernetesEmulator):
             self.resources[f"{GROUP}/{VERSION}/{plural}"] = kmock.ResourceInfo(
                 kind=kind, singular=kind.lower(), namespaced=True, subresources=subresources,
                 verbs={"list", "watch", "get", "create", "patch", "update", "delete"})
+        for api_version, (plural, kind) in EXTRA_APIS.items():
+            if api_version in self.extra_apis:
+                self.resources[f"{api_version}/{plural}"] = kmock.ResourceInfo(
+                    kind=kind, singular=kind.lower(), namespaced=True, subresources={"status"},
+                    verbs={"list", "watch", "get", "create", "patch", "update", "delete"})
 
     def _has_status(self, resource: Any) -> bool:
         try:

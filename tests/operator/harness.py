@@ -32,10 +32,12 @@ FORBIDDEN = "forbidden-creates"
 TOKEN = "serviceaccount-token"  # the operator's token: what it logs in with, what the apiserver accepts
 
 
-def _backstage_main(root: str, namespace: str, pipe: Connection, restricted: bool = True) -> None:
+def _backstage_main(root: str, namespace: str, pipe: Connection, restricted: bool = True,
+                    extra_apis: frozenset[str] = frozenset()) -> None:
     """The cluster side, in a process of its own (its own GIL): emulator + kubelet."""
     async def main() -> None:
         async with KubeEmulator(restricted_namespaces=frozenset({namespace} if restricted else set()),
+                                extra_apis=extra_apis,
                                 rejections_file=Path(root) / REJECTIONS, forbidden_file=Path(root) / FORBIDDEN,
                                 tokens_file=Path(root) / TOKEN) as emulator, kmock.Server(emulator) as server:
             kubelet = FakeKubelet(str(server.url), namespace, Path(root))
@@ -57,15 +59,17 @@ class Backstage:
     status its schema does not admit, an immutable field changed ...) fails the test at
     ``stop`` unless the test took it with ``take_rejections`` (it meant to be refused)."""
 
-    def __init__(self, root: Path, namespace: str, restricted: bool = True) -> None:
-        """``restricted``: the namespace enforces Pod Security "restricted" (as the tests want)."""
+    def __init__(self, root: Path, namespace: str, restricted: bool = True,
+                 extra_apis: frozenset[str] = frozenset()) -> None:
+        """``restricted``: the namespace enforces Pod Security "restricted" (as the tests want);
+        ``extra_apis``: other projects' APIs served (emulator.EXTRA_APIS: cert-manager ...)."""
         self.root, self.namespace = root, namespace
         self.url = ""
         self.kubelet_errors: list[str] = []
         self._rejections_taken = 0
         self._pipe, child = multiprocessing.Pipe()
         self._process = multiprocessing.get_context("spawn").Process(
-            target=_backstage_main, args=(str(root), namespace, child, restricted), daemon=True)
+            target=_backstage_main, args=(str(root), namespace, child, restricted, extra_apis), daemon=True)
 
     def start(self) -> "Backstage":
         self.root.mkdir(parents=True, exist_ok=True)

@@ -45,12 +45,13 @@ from nsq_operator.models.cluster import ClusterRef
 from nsq_operator.status.conditions import now
 from tests.operator.addresses import next_host, write_book
 from tests.operator.emulator import ADMIN
-from tests.servers import Nsqd, Nsqlookupd, ServerProcess
+from tests.operator.pod_volumes import PROBE_CONTEXT, PodNsqd, local_paths, project_secrets
+from tests.servers import Nsqlookupd, ServerProcess
 
 FINALIZER = "kubelet.test/terminate"
 CRASH_LOOP_TAG = "crashloop"
 PROBE_PERIOD = 0.2
-KUBELET_FLAGS = {"tcp-address", "http-address", "data-path", "config", "broadcast-address"}
+KUBELET_FLAGS = {"tcp-address", "http-address", "https-address", "data-path", "config", "broadcast-address"}
 
 
 # the one node this kubelet is: a pod whose nodeSelector asks for other labels stays Pending
@@ -269,12 +270,14 @@ class FakeKubelet:
         workdir.mkdir(parents=True, exist_ok=True)
         for claim_template in sts["spec"].get("volumeClaimTemplates", []):
             await self._claim(f"{claim_template['metadata']['name']}-{name}", claim_template, workdir / "data")
-        flags = {**container_flags(args), "broadcast-address": broadcast}
+        mounted = await project_secrets(template["spec"], container, workdir,
+                                        lambda secret: self._get(self._path("secrets", secret)))
+        flags = local_paths({**container_flags(args), "broadcast-address": broadcast}, mounted)
         process: ServerProcess | None = None
         if not container["image"].endswith(f":{CRASH_LOOP_TAG}"):
             if component == "nsqd":
                 flags["config"] = str(await self._nsqd_config(cluster, workdir))
-                process = Nsqd(workdir, flags, host=next_host())
+                process = PodNsqd(workdir, flags, host=next_host())
             else:
                 flags["config"] = str(await self._lookupd_config(cluster, workdir))
                 process = Nsqlookupd(workdir, flags, host=next_host())
@@ -335,7 +338,8 @@ class FakeKubelet:
         """The address book the test side reads: pod -> its process's addresses."""
         write_book(self.root, {
             name: {"component": p.component, "host": p.process.host, "tcp_port": p.process.tcp_port,
-                   "http_port": p.process.http_port, "pid": p.process.proc.pid if p.process.proc else None}
+                   "http_port": p.process.http_port, "pid": p.process.proc.pid if p.process.proc else None,
+                   "https_port": getattr(p.process, "https_port", None)}
             for name, p in self.pods.items() if p.process is not None})
 
     async def _config_map(self, cluster: ClusterRef) -> dict[str, str]:
@@ -401,8 +405,9 @@ class FakeKubelet:
         if process is not None and process.proc is not None and process.proc.poll() is None:
             assert self._session is not None
             try:
-                async with self._session.get(process.url(running.probe_path),
-                                             timeout=aiohttp.ClientTimeout(total=1)) as r:
+                url = process.probe_url(running.probe_path) if isinstance(process, PodNsqd) else \
+                    process.url(running.probe_path)
+                async with self._session.get(url, timeout=aiohttp.ClientTimeout(total=1), ssl=PROBE_CONTEXT) as r:
                     ready = r.status == 200
             except (aiohttp.ClientError, asyncio.TimeoutError):
                 ready = False

@@ -27,7 +27,8 @@ async def cluster_changed(body: Any, patch: kopf.Patch, memo: Any, declared_topi
         paused(patch, body)
         return
     try:
-        result = await reconcile_cluster(rt, body, _declared(body, declared_topics), _declared(body, declared_channels))
+        result = await reconcile_cluster(rt, body, _declared(body, declared_topics), _declared(body, declared_channels),
+                                         prune=True)
     except BadSpec as e:
         degraded(patch, body, e)
         raise kopf.PermanentError(f"invalid spec: {e}") from None

@@ -105,6 +105,13 @@ class KubeApi:
                 return await response.json(content_type=None) if text else {}
         raise AssertionError("unreachable")
 
+    async def resources_of(self, api_version: str) -> list[str] | None:
+        """The resources (plurals) the API server serves in a group version; None when it
+        serves none there (its CRDs are not installed)."""
+        prefix = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+        answer = await self._request("GET", prefix)
+        return None if answer is None else [str(r.get("name")) for r in answer.get("resources") or []]
+
     async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         return await self._request("GET", KINDS[kind].url(namespace, name))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Protocol
 
 from ..builders import labels
-from ..constants import TOPOLOGY_READY_CONDITION
+from ..constants import TLS_SECRET_ANNOTATION, TOPOLOGY_READY_CONDITION
 from ..models.cluster import ClusterRef
 from ..status.conditions import now
 from .client import STRATEGIC_MERGE_PATCH, KubeApi
@@ -69,3 +69,8 @@ async def mark_topology_ready(api: KubeApi, pod: dict[str, Any]) -> None:
             "message": "every declared topic and channel exists on this nsqd", "lastTransitionTime": now()}
     await api.patch("Pod", meta["namespace"], meta["name"], {"status": {"conditions": [gate]}}, "status",
                     STRATEGIC_MERGE_PATCH)  # merges by condition type, leaving the kubelet's alone
+
+
+def tls_secret_of(pod: Mapping[str, Any]) -> str | None:
+    """The Secret whose CA a pod's nsqd is called with over HTTPS; None: plain HTTP."""
+    return ((pod.get("metadata") or {}).get("annotations") or {}).get(TLS_SECRET_ANNOTATION) or None

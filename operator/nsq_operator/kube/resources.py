@@ -34,6 +34,11 @@ KINDS: dict[str, Kind] = {
     "StatefulSet": Kind("apps/v1", "statefulsets"),
     "Deployment": Kind("apps/v1", "deployments"),
     "PodDisruptionBudget": Kind("policy/v1", "poddisruptionbudgets"),
+    "Secret": Kind("v1", "secrets"),
+    "NetworkPolicy": Kind("networking.k8s.io/v1", "networkpolicies"),
+    # optional APIs: served only where cert-manager and the Prometheus Operator are installed
+    "Certificate": Kind("cert-manager.io/v1", "certificates"),
+    "PodMonitor": Kind("monitoring.coreos.com/v1", "podmonitors"),
     "NsqCluster": Kind(API_VERSION, "nsqclusters"),
     "NsqTopic": Kind(API_VERSION, "nsqtopics"),
     "NsqChannel": Kind(API_VERSION, "nsqchannels"),

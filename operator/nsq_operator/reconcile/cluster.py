@@ -8,14 +8,14 @@ from typing import Any, Iterable
 
 from pydantic import ValidationError
 
-from nsq_client.admin import LookupdAdmin, NsqdAdmin
+from nsq_client.admin import LookupdAdmin
 
 from ..builders import build_cluster, labels, names
 from ..constants import DEFAULT_IMAGE
 from ..kube.apply import apply, immutable_changes
 from ..kube.client import CONFLICT, KubeApiError
 from ..kube.events import post_event
-from ..kube.pods import component_pods, is_ready, is_serving, topology_ready
+from ..kube.pods import component_pods, is_ready, is_serving, tls_secret_of, topology_ready
 from ..models import ComponentStatus, NsqCluster, NsqClusterStatus, NsqdStatus
 from ..rollout import progress
 from ..runtime import Runtime
@@ -28,6 +28,8 @@ from . import health
 from .gate import REACH_ERRORS, open_gate
 from .health import Problem, creation_refused, pod_problems
 from .storage import STORAGE_EXPANDED, grow, storage_change
+from . import tls as tls_look
+from .optional import OPTIONAL_KINDS, prune_optional
 
 NOT_APPLIED_REASON = "ChangeNotApplied"
 
@@ -54,8 +56,8 @@ async def sync_lookupd_list(rt: Runtime, cluster: NsqCluster, nsqd_pods: list[di
         name = pod["metadata"]["name"]
         if not is_serving(pod):
             continue  # it reads the ConfigMap's list when it starts
-        admin = NsqdAdmin(rt.endpoints.nsqd_http(cluster.ref, name), session=rt.http)
         try:
+            admin = await rt.nsqd_admin(cluster.ref, name, tls_secret_of(pod))
             if sorted(await admin.get_config("nsqlookupd_tcp_addresses") or []) != sorted(wanted):
                 await admin.set_config("nsqlookupd_tcp_addresses", wanted)
         except REACH_ERRORS:
@@ -123,13 +125,18 @@ def hold_replicas(existing: dict[str, Any] | None, manifest: dict[str, Any]) -> 
         manifest["metadata"]["resourceVersion"] = existing["metadata"].get("resourceVersion")
 
 
-async def apply_all(rt: Runtime, cluster: NsqCluster, body: Any) -> list[Problem]:
+async def apply_all(rt: Runtime, cluster: NsqCluster, body: Any, hold_nsqd: bool = False) -> list[Problem]:
     """Apply every manifest; the writes the API server refuses, and the changes of the spec
     that cannot be applied, are returned as problems naming them (the others still go
-    through)."""
+    through). ``hold_nsqd``: leave nsqd's StatefulSet as it is (no certificate to run it
+    with yet). Kinds of optional APIs this cluster does not serve are left out."""
     problems = []
     for manifest in build_cluster(cluster):
         meta = manifest["metadata"]
+        if hold_nsqd and manifest["kind"] == "StatefulSet" and meta["name"] == names.nsqd_statefulset(cluster):
+            continue
+        if manifest["kind"] in OPTIONAL_KINDS and not await rt.discovery.serves(rt.kube, manifest["kind"]):
+            continue
         existing, storage_refused = None, []
         if manifest["kind"] == "StatefulSet":
             existing = await rt.statefulset(meta["namespace"], meta["name"])
@@ -189,10 +196,19 @@ async def problems_of(rt: Runtime, cluster: NsqCluster, body: Any, pods: list[di
 
 
 async def reconcile_cluster(rt: Runtime, body: Any, topics: Iterable[TopicWish] = (),
-                            channels: Iterable[ChannelWish] = ()) -> ClusterPass:
+                            channels: Iterable[ChannelWish] = (), prune: bool = False) -> ClusterPass:
+    """``prune`` (after a change of the spec): delete the optional objects (Certificate,
+    PodMonitor, NetworkPolicy) the spec no longer asks for."""
     cluster = parse(body, rt.default_image)
     await ensure_current(rt.kube, body)
-    refused = await apply_all(rt, cluster, body)
+    certificate = await tls_look.look(rt, cluster)
+    if certificate.revision is not None:
+        cluster = cluster.model_copy(update={"tls_revision": certificate.revision})
+    refused = await apply_all(rt, cluster, body, hold_nsqd=certificate.revision is None)
+    if certificate.problem is not None:
+        refused.append(certificate.problem)
+    if prune:
+        await prune_optional(rt, cluster)
     nsqd_pods = await component_pods(rt, cluster.ref, labels.NSQD)
     if await open_gates(rt, nsqd_pods, list(topics), list(channels)):
         nsqd_pods = await component_pods(rt, cluster.ref, labels.NSQD)
@@ -214,8 +230,11 @@ async def reconcile_cluster(rt: Runtime, body: Any, topics: Iterable[TopicWish] 
                f"{_registration_summary(registered)}")
     if missed:
         summary += f"; lookupd list not yet delivered to {', '.join(missed)}"
+    if certificate.waiting:
+        summary += f"; {certificate.waiting}"
     done = (len(ready_nsqds) == want_nsqd and len(nsqd_pods) == want_nsqd and len(ready_lookupds) == want_lookupd
-            and len(lookupd_pods) == want_lookupd and (registered or want_nsqd == 0) and not missed)
+            and len(lookupd_pods) == want_lookupd and (registered or want_nsqd == 0) and not missed
+            and certificate.revision is not None)
     verdict = conditions.ready(summary) if done else conditions.progressing("PodsNotReady", summary)
     verdict = health.verdict(refused + await problems_of(rt, cluster, body, nsqd_pods + lookupd_pods), verdict)
     return ClusterPass(status.wire(), progress.verdict(progress.current(body), verdict))

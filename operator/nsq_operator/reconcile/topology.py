@@ -43,7 +43,7 @@ async def _fleet(rt: Runtime, wish: Wish) -> Fleet:
     cluster = await rt.kube.get("NsqCluster", wish.namespace, wish.cluster)
     if cluster is None:
         raise NotYet(f"NsqCluster {wish.cluster} does not exist in namespace {wish.namespace}")
-    return await nsqd_fleet(rt, rt.endpoints, rt.http, _cluster_ref(wish, cluster))
+    return await nsqd_fleet(rt, _cluster_ref(wish, cluster))
 
 
 async def _on_every_node(fleet: Fleet, act: Callable[[Node], Awaitable[NodeCounts]]) -> tuple[list[NodeCounts], list[str]]:
@@ -127,7 +127,7 @@ async def delete_topology(rt: Runtime, body: Any, declared: Iterable[Wish] = ())
     if found is None:
         return  # the cluster and its nsqds are gone already
     cluster = _cluster_ref(wish, found)
-    fleet = await nsqd_fleet(rt, rt.endpoints, rt.http, cluster)
+    fleet = await nsqd_fleet(rt, cluster)
     if fleet.unreachable:
         raise NotYet(f"waiting for {', '.join(fleet.unreachable)} to answer before deleting")
     lookupds = [admin for _, admin in await lookupd_admins(rt, rt.endpoints, rt.http, cluster)]

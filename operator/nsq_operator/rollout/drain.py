@@ -47,8 +47,8 @@ def http_address(url: str) -> str:
 
 
 class DrainClient:
-    def __init__(self, url: str, session: aiohttp.ClientSession) -> None:
-        self.admin = NsqdAdmin(url, session=session)
+    def __init__(self, admin: NsqdAdmin) -> None:
+        self.admin = admin
 
     async def _answer(self, call: Any) -> DrainState | None:
         """The state; None when nothing listens any more (the process is gone)."""

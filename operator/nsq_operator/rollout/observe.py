@@ -9,7 +9,8 @@ from typing import Any, Mapping, Protocol
 from ..builders import labels, names
 from ..builders.revision import Revision
 from ..builders.statefulsets import build_lookupd_statefulset, build_nsqd_statefulset
-from ..kube.pods import PodSource, failing, is_ready, is_serving, ordinal
+from ..constants import TLS_REVISION_ANNOTATION
+from ..kube.pods import PodSource, failing, is_ready, is_serving, ordinal, tls_secret_of
 from ..models import NsqCluster
 
 def stuck_reason(pod: Mapping[str, Any]) -> str | None:
@@ -50,6 +51,7 @@ class PodView:
     crashed: str | None  # its container cannot run (CrashLoopBackOff ...): nothing to wait for
     exit_code: int | None  # of the container's last run, when it has stopped once
     stuck: str | None  # why the pod cannot get better by waiting (crashed, or not Ready for too long); None when it may
+    tls_secret: str | None = None  # its nsqd is called over HTTPS, trusting this Secret's CA
 
     @classmethod
     def of(cls, pod: Mapping[str, Any], never_ready_after: float, at: datetime.datetime) -> "PodView":
@@ -60,7 +62,7 @@ class PodView:
             stuck = f"not Ready for {int(_unready_for(pod, at))}s"
         return cls(name=pod["metadata"]["name"], ordinal=ordinal(pod), revision=Revision.of(pod), ready=ready,
                    serving=is_serving(pod), terminating=bool(pod["metadata"].get("deletionTimestamp")),
-                   crashed=crashed, exit_code=last_exit_code(pod), stuck=stuck)
+                   crashed=crashed, exit_code=last_exit_code(pod), stuck=stuck, tls_secret=tls_secret_of(pod))
 
 
 @dataclass(frozen=True)
@@ -122,7 +124,11 @@ async def observe(source: ObjectSource, cluster: NsqCluster, never_ready_after: 
     lookupd_sts = await source.statefulset(cluster.namespace, lookupd_name)
     pods = await source.pods(cluster.namespace, {"app.kubernetes.io/instance": cluster.name,
                                                  "app.kubernetes.io/name": labels.NAME})
-    wanted_nsqd = Revision.of(build_nsqd_statefulset(cluster)["spec"]["template"])
+    # the TLS revision is the cluster pass's to set (it reads the Secret): taken as applied
+    tls_revision = ((((nsqd_sts or {}).get("spec") or {}).get("template") or {}).get("metadata") or {}).get(
+        "annotations", {}).get(TLS_REVISION_ANNOTATION, "")
+    wanted_nsqd = Revision.of(build_nsqd_statefulset(cluster.model_copy(update={"tls_revision": tls_revision}))[
+        "spec"]["template"])
     wanted_lookupd = Revision.of(build_lookupd_statefulset(cluster)["spec"]["template"])
     applied = (nsqd_sts is not None and lookupd_sts is not None
                and Revision.of(nsqd_sts["spec"]["template"]) == wanted_nsqd

@@ -59,8 +59,9 @@ class Roller:
         self.rt, self.cluster, self.body, self.observed = rt, cluster, body, observed
 
     # -- effects ------------------------------------------------------------------------
-    def drain_client(self, pod: str) -> DrainClient:
-        return DrainClient(self.rt.endpoints.nsqd_http(self.cluster.ref, pod), self.rt.http)
+    async def drain_client(self, pod: str) -> DrainClient:
+        seen = self.observed.nsqd.pod(pod)
+        return DrainClient(await self.rt.nsqd_admin(self.cluster.ref, pod, seen.tls_secret if seen else None))
 
     async def delete_pod(self, pod: str) -> None:
         """For a pod that serves nothing (its container cannot run): no budget to ask."""
@@ -101,7 +102,7 @@ class Roller:
             return progress.enter(state, "Replacing", f"waiting for the replacement of {state.pod}"), False
         drain: DrainState | None | NoAnswer
         try:
-            drain = await self.drain_client(pod.name).state()
+            drain = await (await self.drain_client(pod.name)).state()
         except NoAnswer as e:
             drain = e
         # A draining nsqd is not Ready by design: it is judged by its drain (its timeout plus
@@ -163,7 +164,7 @@ class Roller:
             return progress.enter(state, "Replacing", f"waiting for {pod.name} to serve again"), False
         drain: DrainState | None | NoAnswer
         try:
-            drain = await self.drain_client(pod.name).state()
+            drain = await (await self.drain_client(pod.name)).state()
         except NoAnswer as e:
             drain = e  # keeps waiting, up to the deadline
         if drain is None:
@@ -171,10 +172,10 @@ class Roller:
                            f"and it is not removed")
         if isinstance(drain, DrainState):
             if drain.handoff is None:  # a plain drain (by hand?): turn it into a scale-down one
-                await self.drain_client(pod.name).hand_off(self._targets())
+                await (await self.drain_client(pod.name)).hand_off(self._targets())
             elif drain.handoff.finished and drain.handoff.error:
                 if state.error is not None:  # reported already: this pass is the retry after the backoff
-                    await self.drain_client(pod.name).hand_off(self._targets())
+                    await (await self.drain_client(pod.name)).hand_off(self._targets())
                 raise StopRoll(f"scale-down of {pod.name} would strand {drain.handoff.messages_left} messages: "
                                f"{drain.handoff.error}")
             elif drain.handoff.finished:
@@ -223,7 +224,7 @@ class Roller:
             return await self._restart(state, step)
         assert isinstance(step, ScaleDown)
         try:
-            started = await self.drain_client(step.pod).hand_off(self._targets())
+            started = await (await self.drain_client(step.pod)).hand_off(self._targets())
         except NoAnswer as e:
             raise StopRoll(f"{step.pod} does not answer, its messages cannot be handed off: {e}") from None
         if started is None:
@@ -241,7 +242,7 @@ class Roller:
         """The leaving nsqd is unready because its scale-down handoff began, by a pass whose
         phase was not recorded (the operator restarted in between, say): carry it on."""
         try:
-            drain = await self.drain_client(pod).state()
+            drain = await (await self.drain_client(pod)).state()
         except NoAnswer:
             return False
         return isinstance(drain, DrainState) and drain.handoff is not None
@@ -250,7 +251,7 @@ class Roller:
         fields = {"pod": step.pod, "component": step.component, "reason": step.reason}
         if step.drain:
             try:
-                started = await self.drain_client(step.pod).start()
+                started = await (await self.drain_client(step.pod)).start()
             except NoAnswer as e:
                 raise StopRoll(f"{step.pod} does not answer, it cannot be drained: {e}") from None
             if started is not None:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
@@ -10,8 +10,12 @@ from nsq_client.admin import LookupdAdmin, NsqdAdmin
 
 from ..builders import labels
 from ..endpoints import Endpoints
-from ..kube.pods import PodSource, component_pods, is_serving
+from ..kube.pods import PodSource, component_pods, is_serving, tls_secret_of
 from ..models.cluster import ClusterRef
+from ..tls_trust import SecretMissing
+
+if TYPE_CHECKING:
+    from ..runtime import Runtime
 
 
 @dataclass(frozen=True)
@@ -27,12 +31,17 @@ class Fleet:
     unreachable: list[str]
 
 
-async def nsqd_fleet(api: PodSource, endpoints: Endpoints, session: aiohttp.ClientSession,
-                     cluster: ClusterRef) -> Fleet:
-    pods = await component_pods(api, cluster, labels.NSQD)
-    nodes = [Node(p["metadata"]["name"], NsqdAdmin(endpoints.nsqd_http(cluster, p["metadata"]["name"]), session=session))
-             for p in pods if is_serving(p)]
-    return Fleet(nodes, [p["metadata"]["name"] for p in pods if not is_serving(p)])
+async def nsqd_fleet(rt: "Runtime", cluster: ClusterRef) -> Fleet:
+    """A pod whose TLS Secret is missing counts as unreachable (it cannot be called)."""
+    pods = await component_pods(rt, cluster, labels.NSQD)
+    nodes, unreachable = [], [p["metadata"]["name"] for p in pods if not is_serving(p)]
+    for pod in (p for p in pods if is_serving(p)):
+        name = pod["metadata"]["name"]
+        try:
+            nodes.append(Node(name, await rt.nsqd_admin(cluster, name, tls_secret_of(pod))))
+        except SecretMissing:
+            unreachable.append(name)
+    return Fleet(nodes, unreachable)
 
 
 async def lookupd_admins(api: PodSource, endpoints: Endpoints, session: aiohttp.ClientSession,
