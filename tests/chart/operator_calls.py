@@ -71,6 +71,15 @@ CALLS: list[Call] = [
          "kopf.event of handlers.status_patch.write_status (a change of condition); kube.events.post_event through "
          "kopf (the roller's, storage grown)"),
     Call("list", "", "events", "object", "reconcile.health.creation_refused: FailedCreate of a StatefulSet's pods"),
+    Call("get", "", "secrets", "object", "reconcile.tls.look: the TLS Secret's data (its hash rolls nsqd, its CA is "
+                                         "trusted by tls_trust for HTTPS calls to nsqd)"),
+    # spec.tls.issuerRef, spec.metrics.prometheus, spec.networkPolicy: applied by kube.apply, read and
+    # deleted by reconcile.optional.prune_optional when the spec stops asking for them
+    *(Call(verb, group, plural, "object", "kube.apply.apply of builders.build_cluster's optional objects; "
+                                          "reconcile.optional.prune_optional")
+      for group, plural in (("cert-manager.io", "certificates"), ("monitoring.coreos.com", "podmonitors"),
+                            ("networking.k8s.io", "networkpolicies"))
+      for verb in ("create", "patch", "get", "delete")),
     *(Call(verb, "apiextensions.k8s.io", "customresourcedefinitions", "cluster",
            "kopf: the resource observer follows CRDs") for verb in ("list", "watch")),
     *(Call(verb, "", "namespaces", "namespace-list", "kopf: the namespace observer, when namespaces are named")

@@ -47,7 +47,7 @@ def test_watching_named_namespaces_grants_nothing_in_others(helm: Helm) -> None:
 def test_the_model_of_rbac_denies_what_no_rule_names(helm: Helm) -> None:
     """The checks above mean something only if this evaluator can say no."""
     granted = operator_grants(helm.template())
-    for request in [Request("deletecollection", "", "pods", "x"), Request("get", "", "secrets", "x"),
+    for request in [Request("deletecollection", "", "pods", "x"), Request("list", "", "secrets", "x"),
                     Request("update", "nsq.dev", "nsqclusters", "x"), Request("create", "", "pods", None),
                     Request("get", "", "pods", "x"), Request("list", "apps", "deployments", None),
                     Request("create", "rbac.authorization.k8s.io", "roles", "x")]:
