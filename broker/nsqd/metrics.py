@@ -104,6 +104,21 @@ def _channel(out: _Families, topic_name: str, channel: dict[str, Any]) -> None:
              {"topic": topic_name, "channel": channel["channel_name"]}, channel["e2e_processing_latency"])
 
 
+def _drain(out: _Families, doc: dict[str, Any]) -> None:
+    """Readiness and a drain's progress: what a rolling upgrade or scale-down waits on."""
+    drain = doc.get("drain") or {}
+    draining = bool(drain.get("draining"))
+    out.gauge("nsq_ready", "1 while /ready answers 200: healthy and not draining.", [], [],
+              doc["health"] == "OK" and not draining)
+    out.gauge("nsq_draining", "1 from the moment a drain starts (POST /drain or SIGTERM).", [], [], draining)
+    out.gauge("nsq_drain_in_flight", "Messages in flight a running drain still waits for (0 when none runs).", [], [],
+              drain.get("in_flight") or 0 if draining else 0)
+    handoff = drain.get("handoff")
+    if isinstance(handoff, dict):
+        out.gauge("nsq_handoff_messages_left", "A scale-down's backlog still on this nsqd's disk, not yet handed "
+                  "to the nsqds that stay.", [], [], handoff.get("messages_left") or 0)
+
+
 def families(doc: dict[str, Any], clients: int, durable: "GroupCommitter | None" = None,
              pauses: GcPauses = PROCESS_PAUSES) -> list[Metric]:
     """The metric families for ``doc`` (stats.collect's document); ``clients`` the TCP
@@ -113,6 +128,7 @@ def families(doc: dict[str, Any], clients: int, durable: "GroupCommitter | None"
     out.gauge("nsq_healthy", "1 while /ping answers OK.", [], [], doc["health"] == "OK")
     out.gauge("nsq_start_time_seconds", "When nsqd started, in seconds since the epoch.", [], [], doc["start_time"])
     out.gauge("nsq_clients", "TCP client connections.", [], [], clients)
+    _drain(out, doc)
     topics = doc["topics"] or []
     out.gauge("nsq_topics", "Topics.", [], [], len(topics))
     for topic in topics:

@@ -9,6 +9,7 @@ import sys
 import kopf
 
 from .constants import DEFAULT_IMAGE
+from . import metrics
 from .handlers import build_registry
 from .runtime import Intervals, Runtime
 
@@ -19,6 +20,8 @@ def parser() -> argparse.ArgumentParser:
     scope.add_argument("--namespace", "-n", action="append", default=[], help="watch this namespace (repeatable)")
     scope.add_argument("--all-namespaces", "-A", action="store_true", help="watch every namespace (the default)")
     p.add_argument("--liveness", default="http://0.0.0.0:8080/healthz", help="liveness endpoint URL ('' for none)")
+    p.add_argument("--metrics-address", default="0.0.0.0:8081",
+                   help="host:port of the operator's Prometheus /metrics (rollout phases; '' for none)")
     p.add_argument("--status-interval", type=float, default=Intervals.cluster_status,
                    help="seconds between cluster status refreshes")
     p.add_argument("--drift-interval", type=float, default=Intervals.topology,
@@ -40,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     intervals = Intervals(cluster_status=args.status_interval, topology=args.drift_interval,
                           rollout=args.rollout_interval, ready_timeout=args.ready_timeout)
     runtime = Runtime(intervals=intervals, default_image=args.default_image)
+    if args.metrics_address:
+        metrics.serve(args.metrics_address, metrics.RolloutCollector(runtime))
     kopf.run(registry=build_registry(intervals), memo=kopf.Memo(runtime=runtime),
              standalone=True, clusterwide=not args.namespace, namespaces=args.namespace,
              liveness_endpoint=args.liveness or None)

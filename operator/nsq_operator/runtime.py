@@ -53,6 +53,7 @@ class Runtime:
     # label selectors): reading from them costs no request; None outside kopf (then the API)
     pod_index: Any = None
     statefulset_index: Any = None
+    rollout_index: Any = None  # kopf's index of the clusters' status.rollout, for the operator's /metrics
     discovery: Discovery = field(default_factory=Discovery)  # which optional APIs are served
     trust: TlsTrust = field(default_factory=TlsTrust)  # CAs of the nsqds served over HTTPS
     _login_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -125,8 +126,11 @@ def runtime_of(memo: Any, handler_kwargs: Mapping[str, Any] | None = None) -> Ru
         rt.pod_index = handler_kwargs[POD_INDEX]
     if rt.statefulset_index is None and handler_kwargs and handler_kwargs.get(STATEFULSET_INDEX) is not None:
         rt.statefulset_index = handler_kwargs[STATEFULSET_INDEX]
+    if rt.rollout_index is None and handler_kwargs and handler_kwargs.get(ROLLOUT_INDEX) is not None:
+        rt.rollout_index = handler_kwargs[ROLLOUT_INDEX]
     return rt
 
 
 POD_INDEX = "managed_pods"  # the kopf indexes' ids, and the handlers' keywords for them
 STATEFULSET_INDEX = "managed_statefulsets"
+ROLLOUT_INDEX = "rollouts"  # metrics.rollout_of

@@ -5,7 +5,8 @@ import kopf
 
 from ..builders import labels
 from ..constants import GROUP, MANAGED_BY, MANAGED_BY_LABEL, VERSION
-from ..runtime import POD_INDEX, STATEFULSET_INDEX, Intervals
+from ..metrics import rollout_of
+from ..runtime import POD_INDEX, ROLLOUT_INDEX, STATEFULSET_INDEX, Intervals
 from . import unguarded
 from .cluster import cluster_changed, cluster_tick
 from .login import cleanup, configure, login
@@ -48,6 +49,7 @@ def build_registry(intervals: Intervals) -> kopf.OperatorRegistry:
     kopf.index("v1", "pods", registry=registry, id=POD_INDEX, labels={MANAGED_BY_LABEL: MANAGED_BY})(managed_pods)
     kopf.index("apps", "v1", "statefulsets", registry=registry, id=STATEFULSET_INDEX,
                labels={MANAGED_BY_LABEL: MANAGED_BY})(managed_statefulsets)
+    kopf.index(GROUP, VERSION, "nsqclusters", registry=registry, id=ROLLOUT_INDEX)(rollout_of)
     kopf.index(GROUP, VERSION, "nsqtopics", registry=registry, id="declared_topics")(declared_topics)
     kopf.index(GROUP, VERSION, "nsqchannels", registry=registry, id="declared_channels")(declared_channels)
     kopf.on.event("v1", "pods", registry=registry, id="topology-gate", labels=NSQD_PODS, when=needs_gate)(pod_gate)
