@@ -62,6 +62,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from .client_conn import ClientState
 from .handoff import Handoff
+from .tls import handoff_context
 from .message import MESSAGE_OVERHEAD
 
 if TYPE_CHECKING:
@@ -141,7 +142,7 @@ class Drain:
                        max_msg_size=o.max_msg_size + MESSAGE_OVERHEAD,
                        connect_timeout=o.http_client_connect_timeout,
                        request_timeout=o.http_client_request_timeout,
-                       on_topic_removed=self._topic_removed, logger=log)
+                       on_topic_removed=self._topic_removed, logger=log, ssl_context=handoff_context(o))
 
     def _topic_removed(self, name: str) -> None:
         self.nsqd.topics.pop(name, None)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import closing
@@ -53,14 +54,16 @@ class HandoffError(Exception):
 
 
 def parse_targets(value: str) -> list[str]:
-    """``host:port[,host:port...]`` (other nsqds' HTTP addresses), without repeats.
-    Raises ValueError when one is not ``host:port`` or none is given."""
+    """``host:port[,host:port...]`` (other nsqds' HTTP addresses), without repeats; a
+    target may be ``https://host:port`` (an nsqd whose plain HTTP is closed, verified
+    against --tls-root-ca-file). Raises ValueError when one is not ``host:port`` or none
+    is given."""
     targets: list[str] = []
     for address in (part.strip() for part in value.split(",")):
         if not address:
             continue
         try:
-            split_dial_address(address)
+            split_dial_address(address.removeprefix("https://"))
         except ValueError as e:
             raise ValueError(f"not host:port: {address!r} ({e})") from None
         if address not in targets:
@@ -75,7 +78,7 @@ class Target:
 
     def __init__(self, address: str, session: aiohttp.ClientSession) -> None:
         self.address = address
-        self._url = f"http://{address}"
+        self._url = address if address.startswith("https://") else f"http://{address}"
         self._session = session
 
     async def prepare(self, topic: str, channels: Sequence[str]) -> None:
@@ -189,7 +192,9 @@ class Handoff:
 
     def __init__(self, data_path: str | os.PathLike[str], *, version: str, min_msg_size: int,
                  max_msg_size: int, connect_timeout: float, request_timeout: float,
-                 on_topic_removed: Callable[[str], None], logger: logging.Logger) -> None:
+                 on_topic_removed: Callable[[str], None], logger: logging.Logger,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
+        """``ssl_context``: what https:// targets are verified with (None: the system's CAs)."""
         self._data_path = data_path
         self._version = version
         self._min_msg_size = min_msg_size
@@ -197,6 +202,7 @@ class Handoff:
         self._timeout = aiohttp.ClientTimeout(total=request_timeout, connect=connect_timeout)
         self._on_topic_removed = on_topic_removed
         self._log = logger
+        self._ssl = ssl_context
         self.targets: list[str] = []
         self.attempts = 0
         self.started_at: float | None = None
@@ -223,7 +229,8 @@ class Handoff:
                           for t in topics}
             self._log.info("HANDOFF: %d topics, %d messages on disk (counted per queue), to %s",
                            len(topics), sum(self._left.values()), ", ".join(self.targets))
-            async with aiohttp.ClientSession(timeout=self._timeout) as session:
+            connector = aiohttp.TCPConnector(ssl=self._ssl) if self._ssl is not None else None
+            async with aiohttp.ClientSession(timeout=self._timeout, connector=connector) as session:
                 targets = [Target(address, session) for address in self.targets]
                 failed_targets: set[str] = set()
                 for index, topic in enumerate(topics):

@@ -66,6 +66,18 @@ def server_context(opts: NsqdOptions) -> ssl.SSLContext | None:
     return ctx
 
 
+def handoff_context(opts: NsqdOptions) -> ssl.SSLContext | None:
+    """What a scale-down's handoff verifies https:// targets with: --tls-root-ca-file
+    (the cluster's CA), showing this nsqd's own certificate in case a target asks for
+    one; None without either (the system's CAs, no certificate)."""
+    if not opts.tls_root_ca_file and not opts.tls_enabled:
+        return None
+    ctx = ssl.create_default_context(cafile=opts.tls_root_ca_file or None)
+    if opts.tls_enabled:
+        ctx.load_cert_chain(opts.tls_cert, opts.tls_key)
+    return ctx
+
+
 def peer_common_name(ssl_object: ssl.SSLObject | None) -> str:
     if ssl_object is None:
         return ""

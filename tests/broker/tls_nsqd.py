@@ -2,6 +2,7 @@
 checked over HTTPS (with ``--tls-required=true`` plain HTTP answers 403 to everything)."""
 from __future__ import annotations
 
+import json
 import ssl
 import subprocess
 import urllib.error
@@ -38,6 +39,11 @@ class TlsNsqd(Nsqd):
 
     def https(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
         return https(method, self.https_url(path), self.pki.client_context(with_cert=self.pki.client), body)
+
+    def https_json(self, path: str) -> Any:
+        status, body = self.https("GET", path)
+        assert status == 200, (path, status, body)
+        return json.loads(body)
 
     def start(self, timeout: float = 20.0) -> "TlsNsqd":
         log = open(self.log_path, "ab")

@@ -64,7 +64,7 @@ def test_tls_flags_volume_ports_and_https_probes() -> None:
     container = template["spec"]["containers"][0]
     assert [a for a in container["args"] if "tls" in a or "https" in a] == [
         "--tls-cert=/etc/nsq-tls/tls.crt", "--tls-key=/etc/nsq-tls/tls.key", "--tls-required=true",
-        "--tls-min-version=tls1.2", "--https-address=0.0.0.0:4152"]
+        "--tls-min-version=tls1.2", "--https-address=0.0.0.0:4152", "--tls-root-ca-file=/etc/nsq-tls/ca.crt"]
     assert {"name": "https", "containerPort": 4152, "protocol": "TCP"} in container["ports"]
     assert {"name": "tls", "mountPath": "/etc/nsq-tls", "readOnly": True} in container["volumeMounts"]
     assert {"name": "tls", "secret": {"secretName": "demo-nsqd-tls", "defaultMode": 0o440}} in template["spec"]["volumes"]

@@ -3,17 +3,21 @@ readiness and replicas; what status.rollout means for the cluster's conditions."
 from __future__ import annotations
 
 import datetime
+from dataclasses import replace
 from typing import Any
 
 from nsq_operator.builders import build_cluster
 from nsq_operator.builders.revision import Revision
 from nsq_operator.builders.statefulsets import build_lookupd_statefulset, build_nsqd_statefulset
 from nsq_operator.constants import NSQD_READINESS_PATH
+from nsq_operator.endpoints import PodDnsEndpoints
 from nsq_operator.models import NsqCluster, RolloutStatus
 from nsq_operator.rollout import progress
 from nsq_operator.rollout.drain import DrainState, http_address
 from nsq_operator.rollout.observe import ComponentView, Observed, PodView, stuck_reason
+from nsq_operator.rollout.roller import Roller
 from nsq_operator.rollout.plan import Idle, Refuse, Restart, ScaleDown, Wait, has_work, plan, restart_reason
+from nsq_operator.runtime import Runtime
 from nsq_operator.status import conditions
 from tests.operator.samples import cluster
 
@@ -173,3 +177,12 @@ def test_drain_state_is_read_from_nsqds_answer() -> None:
     assert DrainState.parse({"draining": True, "handoff": None}).handoff is None
     assert DrainState.parse({"draining": True, "finished_at": 1.5}).finished
     assert http_address("http://10.0.0.1:4151/") == "10.0.0.1:4151"
+
+
+def test_a_scale_down_hands_off_over_https_to_nsqds_whose_plain_http_is_closed() -> None:
+    demo = cluster(nsqd={"replicas": 2})
+    plain, https = pod("demo-nsqd-0", NEW), replace(pod("demo-nsqd-1", NEW), tls_secret="demo-nsqd-tls")
+    seen = observed([plain, https, pod("demo-nsqd-2", NEW)])
+    roller = Roller(Runtime(endpoints=PodDnsEndpoints()), demo, {}, replace(seen, wanted_nsqd=2))
+    assert roller._targets() == ["demo-nsqd-0.demo-nsqd-headless.ns1.svc:4151",
+                                 "https://demo-nsqd-1.demo-nsqd-headless.ns1.svc:4152"]

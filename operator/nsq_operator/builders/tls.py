@@ -79,7 +79,10 @@ def nsqd_args(tls: TlsSpec) -> list[str]:
             f"--tls-required={tls.required}", f"--tls-min-version={tls.min_version}",
             f"--https-address=0.0.0.0:{NSQD_HTTPS_PORT}"]
     if tls.client_auth_policy:
-        args += [f"--tls-client-auth-policy={tls.client_auth_policy}", f"--tls-root-ca-file={NSQ_TLS_DIR}/{CA_FILE}"]
+        args.append(f"--tls-client-auth-policy={tls.client_auth_policy}")
+    if tls.client_auth_policy or tls.https_only:
+        # verifies clients' certificates; and, plain HTTP closed, the nsqds a scale-down hands off to
+        args.append(f"--tls-root-ca-file={NSQ_TLS_DIR}/{CA_FILE}")
     return args
 
 

@@ -147,9 +147,16 @@ class Roller:
         return state.model_copy(update={"message": message}), False
 
     def _targets(self) -> list[str]:
-        """The HTTP host:port of the nsqds that stay."""
-        return [http_address(self.rt.endpoints.nsqd_http(self.cluster.ref, self.observed.nsqd.pod_name(i)))
-                for i in range(self.observed.wanted_nsqd)]
+        """The HTTP host:port of the nsqds that stay; https://host:port of those whose plain
+        HTTP is closed (the leaving nsqd verifies them against its --tls-root-ca-file)."""
+        targets = []
+        for pod in (self.observed.nsqd.pod_name(i) for i in range(self.observed.wanted_nsqd)):
+            seen = self.observed.nsqd.pod(pod)
+            if seen is not None and seen.tls_secret:
+                targets.append(self.rt.endpoints.nsqd_https(self.cluster.ref, pod).rstrip("/"))
+            else:
+                targets.append(http_address(self.rt.endpoints.nsqd_http(self.cluster.ref, pod)))
+        return targets
 
     async def _handing_off(self, state: RolloutStatus, retargeted: bool) -> tuple[RolloutStatus, bool]:
         nsqd = self.observed.nsqd
