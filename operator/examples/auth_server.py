@@ -2,7 +2,7 @@
 in the operator's image or any Python image; see auth-server.yaml beside it).
 
 nsqd asks ``GET /auth?secret=..&remote_ip=..&tls=..&common_name=..`` (or POSTs the same
-form) when a client sends AUTH. A secret listed in the secrets file gets its
+form) when a client sends AUTH; ``GET /ping`` answers 200 while the secrets file reads. A secret listed in the secrets file gets its
 authorizations, in NSQ's shape, for ``--ttl`` seconds; any other secret gets 403, which
 nsqd turns into E_AUTH_FAILED for the client. ``--require-tls`` refuses clients that did
 not upgrade to TLS (the secret would have crossed the network in the clear).
@@ -12,6 +12,9 @@ The secrets file (JSON), read at every request so a mounted Secret's update appl
     {"s3cr3t-billing": {"identity": "billing", "identity_url": "",
                         "authorizations": [{"topic": "^orders$", "channels": ["^billing$"],
                                             "permissions": ["subscribe"]}]}}
+
+A publish is checked with an empty channel name, so a grant to publish needs a channel
+pattern that matches it (".*"), as in NSQ.
 
     python auth_server.py --listen 0.0.0.0:4181 --secrets /etc/nsq-auth/secrets.json
 """
@@ -56,6 +59,14 @@ def handler(secrets_path: Path, ttl: int, require_tls: bool) -> type[BaseHTTPReq
     class Handler(BaseHTTPRequestHandler):
         def _reply(self, form: str) -> None:
             url = urllib.parse.urlsplit(self.path)
+            if url.path == "/ping":  # readiness: the secrets file reads
+                try:
+                    load_secrets(secrets_path)
+                except (OSError, ValueError) as e:
+                    self._send(503, {"message": str(e)})
+                    return
+                self._send(200, {"message": "OK"})
+                return
             if url.path != "/auth":
                 self._send(404, {"message": "NOT_FOUND"})
                 return

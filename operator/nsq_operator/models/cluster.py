@@ -44,10 +44,11 @@ class NsqdSpec(CrdModel):
     storage: StorageSpec = Field(default_factory=StorageSpec, description="each nsqd's persistent disk queue")
     durable: bool = Field(
         False, description="durable mode (nsqd's --sync-before-ack): a publish is answered only once its message is "
-                           "fsynced, and a message stays on disk until a consumer FINs it, so every acknowledged "
-                           "message survives kill -9 and a node crash (not a lost volume); topics and channels then "
-                           "keep no memory queue. Off: NSQ's behaviour, where messages in memory, in flight or "
-                           "deferred are lost with a crash (a drain or SIGTERM still writes them to disk)")
+                           "fsynced, and a message stays on disk until a consumer FINs it (in flight and deferred too), "
+                           "so every acknowledged message survives kill -9 and a node crash as long as the volume "
+                           "does; topics and channels then keep no memory queue. Off: NSQ's behaviour, where messages "
+                           "in memory (up to mem-queue-size), in flight or deferred can be lost with a crash; a drain "
+                           "or SIGTERM still writes everything to disk")
     options: NsqdTunables = Field(default_factory=NsqdTunables, description="nsqd options by NSQ's flag names")
     pod_template: PodTemplateOverride = Field(default_factory=PodTemplateOverride,
                                               description="merged into the nsqd pods' template: labels, annotations, security context, extra containers and volumes")

@@ -41,9 +41,9 @@ BusyPoll = Annotated[GoDuration, AfterValidator(duration_between(low=0.0, high=0
 
 
 class NsqdTunables(FlagNamedOptions):
-    # durability: mem-queue-size 0 sends every message to disk; sync-every 1 fsyncs each one
-    mem_queue_size: int = Field(10000, ge=0, description="number of messages to keep in memory per topic and channel; 0 writes every message to disk (durable mode)")
-    sync_every: int = Field(2500, ge=1, description="number of messages per disk queue fsync; 1 syncs every message (durable mode)")
+    # durability: see NsqdSpec.durable for what each promises
+    mem_queue_size: int = Field(10000, ge=0, description="number of messages to keep in memory per topic and channel; 0 writes every message to the disk queue before it is acknowledged (messages in flight and deferred still live in memory: spec.nsqd.durable keeps those on disk too)")
+    sync_every: int = Field(2500, ge=1, description="number of disk queue writes per fsync; 1 fsyncs each one (bounds what a node crash loses of the disk queue, not what is in memory)")
     sync_timeout: Positive = _duration("2s", "longest time between disk queue fsyncs")
     max_bytes_per_file: int = Field(104857600, ge=1024, description="bytes per disk queue file before rolling to the next")
 
