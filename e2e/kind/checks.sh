@@ -84,10 +84,11 @@ load_finished() {
   [[ "${succeeded:-0}" -gt 0 || "${failed:-0}" -gt 0 ]]
 }
 
+# start_load NAME [MANIFEST]: a load Job (load-job.yaml, or load-job-tls.yaml for TLS clients)
 start_load() {
-  local name="$1"
+  local name="$1" manifest="${2:-load-job.yaml}"
   k delete job "${name}" --ignore-not-found --wait >/dev/null
-  render load-job.yaml "${name}" | kubectl apply -f - >/dev/null
+  render "${manifest}" "${name}" | kubectl apply -f - >/dev/null
   wait_until 180 "load ${name} publishing" load_publishing "${name}"
 }
 
@@ -116,4 +117,20 @@ check_roll_order() {
     previous="${created}"
   done
   log "nsqd pods replaced in order 2, 1, 0"
+}
+
+# The TLS revision (a hash of the certificate's Secret) each nsqd pod was made with, one a line.
+nsqd_tls_revisions() {
+  k get pods --selector "${NSQD_SELECTOR}" -o jsonpath='{range .items[*]}{.metadata.annotations.nsq\.dev/tls-revision}{"\n"}{end}'
+}
+
+# tls_rolled_from REVISION COUNT: the cluster settled with COUNT nsqds, every one made with
+# the same TLS revision, not REVISION (the certificate was renewed and every nsqd replaced).
+tls_rolled_from() {
+  local before="$1" nsqds="$2" revisions
+  show_rollout
+  cluster_ready && rollout_complete && pods_on "${NSQD_SELECTOR}" "$(image "${IMAGE_TAG}")" "${nsqds}" || return 1
+  revisions="$(nsqd_tls_revisions)" || return 1
+  [[ "$(grep -c . <<<"${revisions}")" == "${nsqds}" && "$(sort -u <<<"${revisions}" | grep -c .)" == 1 ]] || return 1
+  ! grep -qx -- "${before}" <<<"${revisions}"
 }

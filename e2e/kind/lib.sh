@@ -23,6 +23,10 @@ LOAD_COOLDOWN="${LOAD_COOLDOWN:-20}"  # seconds of load after the change is comp
 READY_TIMEOUT="${READY_TIMEOUT:-300}" # seconds for the cluster to be Ready
 ROLL_TIMEOUT="${ROLL_TIMEOUT:-900}"   # seconds for a rolling upgrade or a scale-down
 SETTLE_TIMEOUT="${SETTLE_TIMEOUT:-180}" # seconds for the load to receive its last messages
+# cert-manager, installed by up.sh for the TLS scenario (scenario-tls.sh), from its release manifest
+CERT_MANAGER_VERSION="${CERT_MANAGER_VERSION:-v1.16.2}"
+CERT_MANAGER_MANIFEST="${CERT_MANAGER_MANIFEST:-https://github.com/cert-manager/cert-manager/releases/download/${CERT_MANAGER_VERSION}/cert-manager.yaml}"
+TLS_SECRET="${CLUSTER_NAME}-nsqd-tls"  # where cert-manager writes the NsqCluster's certificate
 
 log() {
   printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*" >&2

@@ -14,7 +14,7 @@ finish() {
     "${KIND_DIR}/down.sh" || log "could not delete the kind cluster ${KIND_CLUSTER}"
   fi
   if ((status == 0)); then
-    log "PASSED: rolling upgrade and scale-down under load, 0 acknowledged messages lost"
+    log "PASSED: rolling upgrade, scale-down and certificate renewal under load, 0 acknowledged messages lost"
   else
     log "FAILED (exit ${status}); diagnostics in ${ARTIFACTS_DIR}"
   fi
@@ -24,3 +24,4 @@ trap finish EXIT
 
 "${KIND_DIR}/up.sh"
 "${KIND_DIR}/scenario.sh"
+"${KIND_DIR}/scenario-tls.sh"

@@ -16,6 +16,12 @@ else
 fi
 kubectl config use-context "kind-${KIND_CLUSTER}" >/dev/null
 
+log "installing cert-manager ${CERT_MANAGER_VERSION} (the TLS scenario's issuer)"
+kubectl apply --server-side --force-conflicts --filename "${CERT_MANAGER_MANIFEST}" >/dev/null
+for deployment in cert-manager cert-manager-webhook cert-manager-cainjector; do
+  kubectl --namespace cert-manager rollout status "deployment/${deployment}" --timeout 180s >/dev/null
+done
+
 log "building $(image "${IMAGE_TAG}") from ${ROOT}/Dockerfile"
 DOCKER_BUILDKIT=1 docker build --tag "$(image "${IMAGE_TAG}")" "${ROOT}"
 docker tag "$(image "${IMAGE_TAG}")" "$(image "${UPGRADE_TAG}")"

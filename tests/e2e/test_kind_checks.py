@@ -313,3 +313,34 @@ def test_check_roll_order_stops_when_a_pod_is_missing(kubectl: StandInKubectl) -
     done = run(kubectl, AS_STEP, "check_roll_order", PATCHED_AT)
     assert done.returncode != 0
     assert "NotFound" in done.stderr and "in order 2, 1, 0" not in done.stderr
+
+
+# tls_rolled_from (scenario-tls.sh) ---------------------------------------------------------
+
+REVISIONS = r'jsonpath={range .items[*]}{.metadata.annotations.nsq\.dev/tls-revision}{"\n"}{end}'
+
+
+def tls_cluster(kubectl: StandInKubectl, revisions: str, **state: str) -> None:
+    cluster(kubectl, nsqd_pods=state.pop("nsqd_pods", "") or "".join(pod(f"nsq-nsqd-{i}", image=OLD)
+                                                                         for i in range(3)), **state)
+    kubectl.answer_k("get", "pods", "--selector", NSQD, "-o", REVISIONS, stdout=revisions)
+
+
+def test_tls_rolled_from_once_every_nsqd_carries_one_new_revision(kubectl: StandInKubectl) -> None:
+    tls_cluster(kubectl, "bbbb\nbbbb\nbbbb\n")
+    assert check(kubectl, "tls_rolled_from", "aaaa", "3")
+
+
+@pytest.mark.parametrize("revisions, state", [
+    ("aaaa\naaaa\naaaa\n", {}),
+    ("bbbb\naaaa\nbbbb\n", {}),
+    ("bbbb\nbbbb\n", {}),
+    ("bbbb\ncccc\nbbbb\n", {}),
+    ("bbbb\nbbbb\nbbbb\n", {"phase": "Draining"}),
+    ("bbbb\nbbbb\nbbbb\n", {"nsqd_pods": pod("nsq-nsqd-0", image=OLD) + pod("nsq-nsqd-1", image=OLD)
+                            + pod("nsq-nsqd-2", image=OLD, ready="False")}),
+], ids=["not-renewed", "one-left", "a-pod-missing", "two-revisions", "rolling", "nsqd-unready"])
+def test_tls_rolled_from_rejects_a_roll_not_done(kubectl: StandInKubectl, revisions: str,
+                                                 state: dict[str, str]) -> None:
+    tls_cluster(kubectl, revisions, **state)
+    assert not check(kubectl, "tls_rolled_from", "aaaa", "3")

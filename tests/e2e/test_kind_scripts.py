@@ -20,8 +20,10 @@ import yaml
 
 from nsq_local.kubeload import _parser as kubeload_parser
 from nsq_operator.builders import names
+from nsq_operator.builders import tls as tls_builder
 from nsq_operator.constants import LOOKUPD_HTTP_PORT, NSQD_TCP_PORT
 from nsq_operator.models import NsqCluster
+from tests import custom_kinds
 from tests.chart.conftest import helm  # noqa: F401  (the fixture)
 from tests.chart.render import ROOT, Helm, one
 from tests.chart.test_chart import validate_custom
@@ -54,7 +56,7 @@ def test_scripts_parse_and_stop_at_the_first_error(script: Path) -> None:
 
 def test_the_runnable_scripts_are_executable() -> None:
     runnable = {p.name for p in SCRIPTS if os.access(p, os.X_OK)}
-    assert runnable == {"up.sh", "scenario.sh", "down.sh", "run.sh"}
+    assert runnable == {"up.sh", "scenario.sh", "scenario-tls.sh", "down.sh", "run.sh"}
 
 
 def test_scripts_pass_shellcheck() -> None:
@@ -148,3 +150,50 @@ def test_the_kind_cluster_has_workers_for_the_nsqds() -> None:
     config = yaml.safe_load((KIND / "kind-config.yaml").read_text(encoding="utf-8"))
     assert config["kind"] == "Cluster" and config["apiVersion"] == "kind.x-k8s.io/v1alpha4"
     assert [n["role"] for n in config["nodes"]].count("worker") >= 3
+
+
+# -- the TLS scenario (scenario-tls.sh) ------------------------------------------------------
+
+def test_the_tls_cluster_is_the_plain_one_with_a_certificate_from_its_own_ca() -> None:
+    objects = render("cluster-tls.yaml")
+    plain = render("cluster.yaml")
+    for obj in objects:
+        assert obj["metadata"]["namespace"] == SETTINGS["NAMESPACE"]
+        if custom_kinds.is_custom(obj):
+            custom_kinds.validate(obj)
+        else:
+            validate_custom(obj)
+    nsq = [o for o in objects if o["apiVersion"].startswith("nsq.dev/")]
+    [tls_cluster] = [o for o in nsq if o["kind"] == "NsqCluster"]
+    [plain_cluster] = [o for o in plain if o["kind"] == "NsqCluster"]
+    tls = tls_cluster["spec"].pop("tls")
+    assert tls_cluster == plain_cluster and [o for o in nsq if o["kind"] != "NsqCluster"] == plain[1:]
+    issuers = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Issuer"}
+    assert tls == {"issuerRef": {"name": "nsq-ca", "kind": "Issuer"}, "required": "true"}
+    ca = next(o for o in objects if o["kind"] == "Certificate")
+    assert ca["spec"]["isCA"] is True and issuers["nsq-ca"]["spec"]["ca"]["secretName"] == ca["spec"]["secretName"]
+    assert ca["spec"]["issuerRef"]["name"] in issuers and "selfSigned" in issuers[ca["spec"]["issuerRef"]["name"]]["spec"]
+
+
+def test_the_tls_load_is_the_plain_load_as_tls_clients_trusting_the_ca() -> None:
+    [job] = render("load-job-tls.yaml", "load-tls")
+    kubernetes_validate.validate(job, "1.33.0", strict=True)
+    plain = _job()
+    container, plain_container = (j["spec"]["template"]["spec"]["containers"][0] for j in (job, plain))
+    args = kubeload_parser().parse_args(container["args"])
+    assert container["args"] == [*plain_container["args"], f"--tls-root-ca-file={args.tls_root_ca_file}"]
+    mount = next(m for m in container["volumeMounts"] if args.tls_root_ca_file.startswith(m["mountPath"] + "/"))
+    volume = next(v for v in job["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"])
+    ca = next(o for o in render("cluster-tls.yaml") if o["kind"] == "Certificate")
+    assert volume["secret"]["secretName"] == ca["spec"]["secretName"]
+    assert args.tls_root_ca_file.endswith("/" + volume["secret"]["items"][0]["path"])
+    assert volume["secret"]["items"][0]["key"] == "ca.crt"
+
+
+def test_the_secret_scenario_tls_renews_is_the_one_the_operator_names() -> None:
+    done = subprocess.run(["bash", "-c", f'source "{KIND}/lib.sh"; printf %s "$TLS_SECRET"'], capture_output=True,
+                          text=True, timeout=30)
+    cluster = NsqCluster.from_body({**next(o for o in render("cluster-tls.yaml") if o["kind"] == "NsqCluster"),
+                                    "metadata": {"name": "nsq", "namespace": "x"}})
+    assert done.stdout == tls_builder.secret_name(cluster)
+
