@@ -1,6 +1,7 @@
 """A secure cluster under load, on the emulated API server with the test kubelet and a
-stand-in for cert-manager (tests.operator.cert_manager): an NsqCluster whose spec.tls names
-an issuer gets a Certificate, nsqd serves the issued certificate with --tls-required=true
+stand-in for cert-manager (tests.operator.cert_manager), serving the Prometheus Operator's
+PodMonitor too: an NsqCluster whose spec.tls names an issuer gets a Certificate (and, its
+metrics asked for, PodMonitors), nsqd serves the issued certificate with --tls-required=true
 (plain TCP and HTTP closed: the operator and the kubelet's probes use HTTPS), and TLS
 clients, ours and pynsq, both verifying nsqd's certificate and pod name, publish and
 consume through lookupd. The certificate is renewed under that load: every nsqd is
@@ -73,7 +74,7 @@ def auth_server(tmp_path: Path) -> Iterator[str]:
 
 @pytest_asyncio.fixture
 async def secure(tmp_path: Path) -> AsyncIterator[tuple[OperatorUnderTest, FakeCertManager]]:
-    backstage = Backstage(tmp_path / "pods", NS, extra_apis=frozenset({"cert-manager.io/v1"}))
+    backstage = Backstage(tmp_path / "pods", NS, extra_apis=frozenset({"cert-manager.io/v1", "monitoring.coreos.com/v1"}))
     backstage.start()
     issuer = await FakeCertManager(backstage.url, NS).start()
     running = OperatorUnderTest(backstage, NS)
@@ -103,7 +104,8 @@ async def issued_certificate(operator: OperatorUnderTest) -> bytes:
 async def _create(operator: OperatorUnderTest) -> None:
     await operator.create("NsqCluster", CLUSTER, {
         "nsqd": {"replicas": len(NSQDS), "options": {"msg-timeout": "10s"}}, "lookupd": {"replicas": 1},
-        "drainTimeoutSeconds": 10, "tls": {"issuerRef": {"name": "test-ca", "kind": "ClusterIssuer"}}})
+        "drainTimeoutSeconds": 10, "tls": {"issuerRef": {"name": "test-ca", "kind": "ClusterIssuer"}},
+        "metrics": {"prometheus": {"enabled": True}}})
     await operator.create("NsqTopic", f"{CLUSTER}-{TOPIC}", {"cluster": CLUSTER, "topicName": TOPIC})
     for channel in (OUR_CHANNEL, PYNSQ_CHANNEL):
         await operator.create("NsqChannel", f"{CLUSTER}-{channel}", {"cluster": CLUSTER, "topic": TOPIC,
@@ -111,6 +113,9 @@ async def _create(operator: OperatorUnderTest) -> None:
     await operator.ready("NsqCluster", CLUSTER, timeout=60)
     for channel in (OUR_CHANNEL, PYNSQ_CHANNEL):  # the operator reached every nsqd over HTTPS
         await operator.ready("NsqChannel", f"{CLUSTER}-{channel}", timeout=30)
+    # this API server serves the Prometheus Operator's kinds: nsqd is scraped over HTTPS
+    monitor = await operator.core(f"/apis/monitoring.coreos.com/v1/namespaces/{NS}/podmonitors/{CLUSTER}-nsqd")
+    assert monitor["spec"]["podMetricsEndpoints"][0]["scheme"] == "https"
 
 
 async def rolled_onto(operator: OperatorUnderTest, watch: PodWatch, annotation: str, value: str) -> None:

@@ -20,8 +20,10 @@ from typing import Any, Callable
 import celpy
 import jsonschema
 import kubernetes_validate
+import pydantic
 import yaml
 
+from tests import custom_kinds
 from tests.apiserver_checks import CRD_FILES, check_async, tool
 
 KUBERNETES_VERSION = "1.28.0"
@@ -137,6 +139,12 @@ class Admission:
                 broken = transition_failures(old, new, self.schemas[self._key(new)], "")
                 if broken:
                     raise Refused(f"{new['kind']} {new['metadata'].get('name')}: {'; '.join(broken)}")
+            return
+        if custom_kinds.is_custom(new):  # cert-manager's and the Prometheus Operator's kinds, by their CRDs
+            try:
+                custom_kinds.validate(_without_server_fields(new))
+            except (AssertionError, pydantic.ValidationError) as e:
+                raise Refused(f"{new['kind']} {new['metadata'].get('name')}: {e}") from None
             return
         kind = new.get("kind")
         if kind not in CHECKED_CORE:

@@ -76,3 +76,14 @@ async def test_a_missing_or_incomplete_secret_is_degraded_until_it_is_complete(o
         return "tls" not in volumes and await operator.core(policy) is None
     await operator.until(pruned, 30, "TLS and the NetworkPolicy gone from own")
     await operator.delete("NsqCluster", "own")
+
+
+async def test_no_pod_monitor_where_the_prometheus_operator_is_not_installed(operator: OperatorUnderTest) -> None:
+    """Scrape annotations only; the PodMonitor is not even tried (the emulator would 404 it)."""
+    await operator.create("NsqCluster", "prom", {"nsqd": {"replicas": 1}, "lookupd": {"replicas": 1},
+                                                 "metrics": {"prometheus": {"enabled": True}}})
+    await operator.ready("NsqCluster", "prom", timeout=40)
+    sts = await statefulset(operator, "prom-nsqd")
+    assert sts["spec"]["template"]["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
+    assert await operator.core(f"/apis/monitoring.coreos.com/v1/namespaces/{NAMESPACE}/podmonitors") is None
+    await operator.delete("NsqCluster", "prom")
