@@ -57,3 +57,28 @@ async def test_a_pod_no_node_takes_is_degraded_after_the_deadline(operator: Oper
     assert "nowhere-lookupd-0 found no node" in condition["message"]
     assert "didn't match Pod's node affinity/selector" in condition["message"]
     assert [e["reason"] for e in await warnings(operator, "nowhere")] == ["Unschedulable"]
+
+
+async def test_a_write_the_apiserver_refuses_is_degraded_naming_it_until_the_spec_is_fixed(
+        operator: OperatorUnderTest) -> None:
+    await operator.create("NsqCluster", "refused", {"nsqd": {"replicas": 1}, "lookupd": {"replicas": 1}})
+    await operator.ready("NsqCluster", "refused", timeout=60)
+    # an override the operator merges as asked, into a StatefulSet Kubernetes' schema refuses (int64 field)
+    await operator.patch("NsqCluster", "refused",
+                         {"spec": {"nsqd": {"podTemplate": {"spec": {"terminationGracePeriodSeconds": "forever"}}}}})
+    condition = await degraded(operator, "refused", "WriteRefused")
+    assert "the API server refuses StatefulSet refused-nsqd" in condition["message"], condition
+    assert "terminationGracePeriodSeconds" in condition["message"], condition
+    ready = await operator.condition("NsqCluster", "refused", "Ready")
+    assert ready is not None and ready["status"] == "False"
+    refusals = operator.backstage.take_rejections()
+    assert refusals and all(r["path"].endswith("/statefulsets/refused-nsqd") for r in refusals), refusals
+
+    await operator.patch("NsqCluster", "refused", {"spec": {"nsqd": {"podTemplate": None}}})
+
+    await operator.ready("NsqCluster", "refused", timeout=40)
+    assert (await operator.condition("NsqCluster", "refused", "Degraded") or {}).get("status") == "False"
+    operator.backstage.take_rejections()  # passes that began before the fix may still have sent the refused one
+    assert [e["reason"] for e in await warnings(operator, "refused")] == ["WriteRefused"]
+    assert [e["reason"] for e in await events(operator, "refused") if e["reason"] == "Recovered"] == ["Recovered"]
+    await operator.delete("NsqCluster", "refused")

@@ -30,11 +30,11 @@ async def cluster_changed(body: Any, patch: kopf.Patch, memo: Any, declared_topi
         result = await reconcile_cluster(rt, body, _declared(body, declared_topics), _declared(body, declared_channels),
                                          prune=True)
     except BadSpec as e:
-        degraded(patch, body, e)
+        degraded(patch, body, e, memo)
         raise kopf.PermanentError(f"invalid spec: {e}") from None
     except Superseded:
         return  # the newer generation has its own pass
-    report(patch, body, result.status, result.verdict)
+    report(patch, body, result.status, result.verdict, memo)
 
 
 async def cluster_tick(body: Any, patch: kopf.Patch, memo: Any, declared_topics: kopf.Index[Any, Any],
@@ -49,8 +49,8 @@ async def cluster_tick(body: Any, patch: kopf.Patch, memo: Any, declared_topics:
         result = await reconcile_cluster(runtime_of(memo, _), body, _declared(body, declared_topics),
                                          _declared(body, declared_channels))
     except BadSpec as e:
-        degraded(patch, body, e)
+        degraded(patch, body, e, memo)
         return
     except Superseded:
         return
-    report(patch, body, result.status, result.verdict)
+    report(patch, body, result.status, result.verdict, memo)

@@ -28,14 +28,14 @@ async def topology_changed(body: Any, patch: kopf.Patch, memo: Any, declared_top
     try:
         result = await reconcile_topology(rt, body, _declared(body, declared_topics, declared_channels))
     except BadSpec as e:
-        report(patch, body, {}, conditions.degraded("InvalidSpec", str(e)))
+        report(patch, body, {}, conditions.degraded("InvalidSpec", str(e)), memo)
         raise kopf.PermanentError(f"invalid spec: {e}") from None
     except NotYet as e:  # the periodic pass reports what follows
-        report(patch, body, {}, conditions.progressing("Waiting", str(e)))
+        report(patch, body, {}, conditions.progressing("Waiting", str(e)), memo)
         return
     except Superseded:
         return  # the newer generation has its own pass
-    report(patch, body, result.status, result.verdict)
+    report(patch, body, result.status, result.verdict, memo)
 
 
 async def topology_tick(body: Any, patch: kopf.Patch, memo: Any, declared_topics: kopf.Index[Any, Any],
@@ -46,14 +46,14 @@ async def topology_tick(body: Any, patch: kopf.Patch, memo: Any, declared_topics
     try:
         result = await reconcile_topology(runtime_of(memo, _), body, _declared(body, declared_topics, declared_channels))
     except BadSpec as e:
-        report(patch, body, {}, conditions.degraded("InvalidSpec", str(e)))
+        report(patch, body, {}, conditions.degraded("InvalidSpec", str(e)), memo)
         return
     except NotYet as e:
-        report(patch, body, {}, conditions.progressing("Waiting", str(e)))
+        report(patch, body, {}, conditions.progressing("Waiting", str(e)), memo)
         return
     except Superseded:
         return
-    report(patch, body, result.status, result.verdict)
+    report(patch, body, result.status, result.verdict, memo)
 
 
 async def topology_deleted(body: Any, patch: kopf.Patch, memo: Any, declared_topics: kopf.Index[Any, Any],
@@ -65,7 +65,7 @@ async def topology_deleted(body: Any, patch: kopf.Patch, memo: Any, declared_top
     except BadSpec:
         return  # it never reached any nsqd under a valid name
     except Refused as e:
-        report(patch, body, {}, conditions.degraded("DeletionRefused", str(e)))
+        report(patch, body, {}, conditions.degraded("DeletionRefused", str(e)), memo)
         raise kopf.TemporaryError(str(e), delay=rt.intervals.retry) from None
     except NotYet as e:
         raise kopf.TemporaryError(str(e), delay=rt.intervals.retry) from None
