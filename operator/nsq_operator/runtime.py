@@ -54,6 +54,7 @@ class Runtime:
     pod_index: Any = None
     statefulset_index: Any = None
     rollout_index: Any = None  # kopf's index of the clusters' status.rollout, for the operator's /metrics
+    cluster_index: Any = None  # kopf's index of the NsqClusters' DNS domains, by (namespace, name)
     discovery: Discovery = field(default_factory=Discovery)  # which optional APIs are served
     trust: TlsTrust = field(default_factory=TlsTrust)  # CAs of the nsqds served over HTTPS
     _login_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -108,6 +109,15 @@ class Runtime:
         found = list(self.statefulset_index.get((namespace, name), []))
         return found[0] if found else None
 
+    async def cluster_domain(self, namespace: str, name: str) -> str | None:
+        """The DNS domain an NsqCluster's pods advertise ("" for the default); None when there
+        is no such NsqCluster."""
+        if self.cluster_index is None:
+            found = await self.kube.get("NsqCluster", namespace, name)
+            return None if found is None else cluster_domain_of(found)
+        held = list(self.cluster_index.get((namespace, name), []))
+        return str(held[0]) if held else None
+
     async def close(self) -> None:
         if self._kube is not None:
             await self._kube.close()
@@ -122,15 +132,19 @@ def runtime_of(memo: Any, handler_kwargs: Mapping[str, Any] | None = None) -> Ru
     rt = getattr(memo, "runtime", None)
     if not isinstance(rt, Runtime):
         raise RuntimeError("the operator was started without a Runtime in its memo")
-    if rt.pod_index is None and handler_kwargs and handler_kwargs.get(POD_INDEX) is not None:
-        rt.pod_index = handler_kwargs[POD_INDEX]
-    if rt.statefulset_index is None and handler_kwargs and handler_kwargs.get(STATEFULSET_INDEX) is not None:
-        rt.statefulset_index = handler_kwargs[STATEFULSET_INDEX]
-    if rt.rollout_index is None and handler_kwargs and handler_kwargs.get(ROLLOUT_INDEX) is not None:
-        rt.rollout_index = handler_kwargs[ROLLOUT_INDEX]
+    for attribute, index in (("pod_index", POD_INDEX), ("statefulset_index", STATEFULSET_INDEX),
+                             ("rollout_index", ROLLOUT_INDEX), ("cluster_index", CLUSTER_INDEX)):
+        if getattr(rt, attribute) is None and handler_kwargs and handler_kwargs.get(index) is not None:
+            setattr(rt, attribute, handler_kwargs[index])
     return rt
+
+
+def cluster_domain_of(body: Mapping[str, Any]) -> str:
+    """spec.clusterDomain of an NsqCluster as stored ("" when left out)."""
+    return str((body.get("spec") or {}).get("clusterDomain") or "")
 
 
 POD_INDEX = "managed_pods"  # the kopf indexes' ids, and the handlers' keywords for them
 STATEFULSET_INDEX = "managed_statefulsets"
 ROLLOUT_INDEX = "rollouts"  # metrics.rollout_of
+CLUSTER_INDEX = "cluster_domains"

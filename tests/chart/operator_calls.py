@@ -47,8 +47,8 @@ CALLS: list[Call] = [
       for plural in CUSTOM),
     *(Call("patch", NSQ, f"{plural}/status", "object", "kopf: the patch.status of every handler")
       for plural in CUSTOM),
-    *(Call("get", NSQ, plural, "object", "reconcile.freshness.ensure_current; reconcile.topology reads the NsqCluster")
-      for plural in CUSTOM),
+    Call("get", NSQ, "nsqclusters", "object", "handlers.rollout reads the NsqCluster afresh before a step of a roll "
+                                              "(idle passes read kopf's bodies and indexes)"),
     Call("update", NSQ, "nsqclusters/finalizers", "object",
          "builders.ownership: ownerReferences with blockOwnerDeletion (OwnerReferencesPermissionEnforcement)"),
     # server-side apply: a patch, which needs create too when it makes the object

@@ -128,7 +128,7 @@ async def test_every_request_the_operator_makes_is_allowed_by_the_chart(helm: He
     # (an apply that makes an object is a patch on the wire; the apiserver checks create too)
     for expected in [("watch", "nsq.dev", "nsqclusters"), ("patch", "nsq.dev", "nsqtopics/status"),
                      ("patch", "", "configmaps"), ("list", "", "pods"), ("patch", "", "pods/status"),
-                     ("get", "nsq.dev", "nsqchannels"), ("patch", "nsq.dev", "nsqchannels"),
+                     ("get", "nsq.dev", "nsqclusters"), ("patch", "nsq.dev", "nsqchannels"),
                      ("create", "", "pods/eviction"), ("delete", "", "persistentvolumeclaims"),
                      ("patch", "apps", "statefulsets"), ("create", "", "events")]:
         assert expected in exercised

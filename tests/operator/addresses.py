@@ -58,12 +58,16 @@ class AddressBook:
 
 
 class KubeletEndpoints:
-    """The operator's view of pod addresses in tests: the kubelet's processes."""
+    """The operator's view of pod addresses in tests: the kubelet's processes. It counts
+    how often the operator looked an nsqd up (each pass that talks to an nsqd does once),
+    so a test can tell passes ran that make no API request."""
 
     def __init__(self, book: AddressBook) -> None:
         self.book = book
+        self.nsqd_lookups = 0
 
     def nsqd_http(self, cluster: ClusterRef, pod: str) -> str:
+        self.nsqd_lookups += 1
         return self.book.http(pod)
 
     def nsqd_https(self, cluster: ClusterRef, pod: str) -> str:

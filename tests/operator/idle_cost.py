@@ -7,6 +7,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 
+from tests.operator.addresses import KubeletEndpoints
 from tests.operator.harness import OperatorUnderTest
 
 OPERATOR_CLIENTS = ("nsq-operator", "kopf")
@@ -16,6 +17,7 @@ OPERATOR_CLIENTS = ("nsq-operator", "kopf")
 class IdleCost:
     seconds: float
     requests: dict[str, int]  # "<client> <verb> <resource>" -> requests in the window
+    nsqd_lookups: int  # the operator's passes that talked to an nsqd, one per nsqd each
 
     @property
     def per_minute(self) -> float:
@@ -26,13 +28,15 @@ class IdleCost:
 
 
 async def idle_cost(operator: OperatorUnderTest, seconds: float) -> IdleCost:
-    before = await operator.api_requests()
+    endpoints = operator.runtime.endpoints
+    assert isinstance(endpoints, KubeletEndpoints)
+    before, lookups = await operator.api_requests(), endpoints.nsqd_lookups
     began = time.monotonic()
     await asyncio.sleep(seconds)  # the measurement window itself: nothing is waited for
     after = await operator.api_requests()
     spent = {key: n - before.get(key, 0) for key, n in after.items()
              if key.split(" ", 1)[0] in OPERATOR_CLIENTS and n - before.get(key, 0) > 0}
-    return IdleCost(time.monotonic() - began, spent)
+    return IdleCost(time.monotonic() - began, spent, endpoints.nsqd_lookups - lookups)
 
 
 async def idle_cluster(operator: OperatorUnderTest, name: str, objects: int) -> None:

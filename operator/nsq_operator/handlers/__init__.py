@@ -6,12 +6,13 @@ import kopf
 from ..builders import labels
 from ..constants import GROUP, MANAGED_BY, MANAGED_BY_LABEL, VERSION
 from ..metrics import rollout_of
-from ..runtime import POD_INDEX, ROLLOUT_INDEX, STATEFULSET_INDEX, Intervals
+from ..runtime import CLUSTER_INDEX, POD_INDEX, ROLLOUT_INDEX, STATEFULSET_INDEX, Intervals
 from . import unguarded
 from .cluster import cluster_changed, cluster_tick
 from .login import cleanup, configure, login
 from .rollout import cluster_rollout
-from .pods import declared_channels, declared_topics, managed_pods, managed_statefulsets, needs_gate, pod_gate
+from .pods import (cluster_domains, declared_channels, declared_topics, managed_pods, managed_statefulsets,
+                   needs_gate, pod_gate)
 from .topology import topology_changed, topology_deleted, topology_tick
 
 NSQD_PODS = {"app.kubernetes.io/component": labels.NSQD, "app.kubernetes.io/managed-by": MANAGED_BY}
@@ -50,6 +51,7 @@ def build_registry(intervals: Intervals) -> kopf.OperatorRegistry:
     kopf.index("apps", "v1", "statefulsets", registry=registry, id=STATEFULSET_INDEX,
                labels={MANAGED_BY_LABEL: MANAGED_BY})(managed_statefulsets)
     kopf.index(GROUP, VERSION, "nsqclusters", registry=registry, id=ROLLOUT_INDEX)(rollout_of)
+    kopf.index(*clusters, registry=registry, id=CLUSTER_INDEX)(cluster_domains)  # read by the topology passes
     kopf.index(GROUP, VERSION, "nsqtopics", registry=registry, id="declared_topics")(declared_topics)
     kopf.index(GROUP, VERSION, "nsqchannels", registry=registry, id="declared_channels")(declared_channels)
     kopf.on.event("v1", "pods", registry=registry, id="topology-gate", labels=NSQD_PODS, when=needs_gate)(pod_gate)

@@ -22,13 +22,13 @@ async def cluster_changed(body: Any, patch: kopf.Patch, memo: Any, declared_topi
     """create / update / resume: apply and report; the periodic pass reports what follows
     (waiting for pods is not a failure to retry)."""
     rt = runtime_of(memo, _)
-    body = snapshot(body)
+    live, body = body, snapshot(body)
     if is_paused(body):
         paused(patch, body)
         return
     try:
         result = await reconcile_cluster(rt, body, _declared(body, declared_topics), _declared(body, declared_channels),
-                                         prune=True)
+                                         live, prune=True)
     except BadSpec as e:
         degraded(patch, body, e, memo)
         raise kopf.PermanentError(f"invalid spec: {e}") from None
@@ -41,13 +41,13 @@ async def cluster_tick(body: Any, patch: kopf.Patch, memo: Any, declared_topics:
                        declared_channels: kopf.Index[Any, Any], **_: Any) -> None:
     """Periodic: status, gates of new nsqds, the lookupd list of nsqds that started since,
     and drift of the owned objects."""
-    body = snapshot(body)
+    live, body = body, snapshot(body)
     if is_paused(body):
         paused(patch, body)
         return
     try:
         result = await reconcile_cluster(runtime_of(memo, _), body, _declared(body, declared_topics),
-                                         _declared(body, declared_channels))
+                                         _declared(body, declared_channels), live)
     except BadSpec as e:
         degraded(patch, body, e, memo)
         return

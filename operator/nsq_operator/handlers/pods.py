@@ -14,7 +14,7 @@ import kopf
 from ..constants import INSTANCE_LABEL
 from ..kube.pods import is_serving, topology_ready
 from ..reconcile.gate import REACH_ERRORS, open_gate
-from ..runtime import runtime_of
+from ..runtime import cluster_domain_of, runtime_of
 from ..status.errors import BadSpec
 from ..topology.wishes import channel_wish, topic_wish
 
@@ -48,6 +48,11 @@ def managed_pods(body: kopf.Body, **_: Any) -> dict[Any, Any]:
 def managed_statefulsets(body: kopf.Body, **_: Any) -> dict[Any, Any]:
     meta = body["metadata"]
     return {(meta["namespace"], meta["name"]): copy.deepcopy(dict(body))}
+
+
+def cluster_domains(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    """Every NsqCluster's DNS domain: what a topology pass needs of its cluster."""
+    return {(body["metadata"]["namespace"], body["metadata"]["name"]): cluster_domain_of(body)}
 
 
 def needs_gate(body: kopf.Body, **_: Any) -> bool:

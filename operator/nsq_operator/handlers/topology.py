@@ -24,9 +24,9 @@ def _declared(body: Any, declared_topics: kopf.Index[Any, Any], declared_channel
 async def topology_changed(body: Any, patch: kopf.Patch, memo: Any, declared_topics: kopf.Index[Any, Any],
                            declared_channels: kopf.Index[Any, Any], **_: Any) -> None:
     rt = runtime_of(memo, _)
-    body = snapshot(body)
+    live, body = body, snapshot(body)
     try:
-        result = await reconcile_topology(rt, body, _declared(body, declared_topics, declared_channels))
+        result = await reconcile_topology(rt, body, _declared(body, declared_topics, declared_channels), live)
     except BadSpec as e:
         report(patch, body, {}, conditions.degraded("InvalidSpec", str(e)), memo)
         raise kopf.PermanentError(f"invalid spec: {e}") from None
@@ -42,9 +42,10 @@ async def topology_tick(body: Any, patch: kopf.Patch, memo: Any, declared_topics
                         declared_channels: kopf.Index[Any, Any], **_: Any) -> None:
     """Periodic: put back what vanished or was flipped by hand, count messages, and act
     on empty requests."""
-    body = snapshot(body)
+    live, body = body, snapshot(body)
     try:
-        result = await reconcile_topology(runtime_of(memo, _), body, _declared(body, declared_topics, declared_channels))
+        result = await reconcile_topology(runtime_of(memo, _), body, _declared(body, declared_topics, declared_channels),
+                                          live)
     except BadSpec as e:
         report(patch, body, {}, conditions.degraded("InvalidSpec", str(e)), memo)
         return

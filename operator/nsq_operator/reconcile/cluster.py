@@ -125,13 +125,16 @@ def hold_replicas(existing: dict[str, Any] | None, manifest: dict[str, Any]) -> 
         manifest["metadata"]["resourceVersion"] = existing["metadata"].get("resourceVersion")
 
 
-async def apply_all(rt: Runtime, cluster: NsqCluster, body: Any, hold_nsqd: bool = False) -> list[Problem]:
+async def apply_all(rt: Runtime, cluster: NsqCluster, body: Any, hold_nsqd: bool = False,
+                    live: Any = None) -> list[Problem]:
     """Apply every manifest; the writes the API server refuses, and the changes of the spec
     that cannot be applied, are returned as problems naming them (the others still go
     through). ``hold_nsqd``: leave nsqd's StatefulSet as it is (no certificate to run it
-    with yet). Kinds of optional APIs this cluster does not serve are left out."""
+    with yet). Kinds of optional APIs this cluster does not serve are left out. ``live``:
+    kopf's body, checked before each write (freshness)."""
     problems = []
     for manifest in build_cluster(cluster):
+        ensure_current(live, body)
         meta = manifest["metadata"]
         if hold_nsqd and manifest["kind"] == "StatefulSet" and meta["name"] == names.nsqd_statefulset(cluster):
             continue
@@ -196,18 +199,21 @@ async def problems_of(rt: Runtime, cluster: NsqCluster, body: Any, pods: list[di
 
 
 async def reconcile_cluster(rt: Runtime, body: Any, topics: Iterable[TopicWish] = (),
-                            channels: Iterable[ChannelWish] = (), prune: bool = False) -> ClusterPass:
-    """``prune`` (after a change of the spec): delete the optional objects (Certificate,
-    PodMonitor, NetworkPolicy) the spec no longer asks for."""
+                            channels: Iterable[ChannelWish] = (), live: Any = None,
+                            prune: bool = False) -> ClusterPass:
+    """``body``: the snapshot the pass works on; ``live``: kopf's body, which moves on with
+    the watch (the pass raises Superseded once it has). ``prune`` (after a change of the
+    spec): delete the optional objects (Certificate, PodMonitor, NetworkPolicy) the spec no
+    longer asks for."""
     cluster = parse(body, rt.default_image)
-    await ensure_current(rt.kube, body)
     certificate = await tls_look.look(rt, cluster)
     if certificate.revision is not None:
         cluster = cluster.model_copy(update={"tls_revision": certificate.revision})
-    refused = await apply_all(rt, cluster, body, hold_nsqd=certificate.revision is None)
+    refused = await apply_all(rt, cluster, body, hold_nsqd=certificate.revision is None, live=live)
     if certificate.problem is not None:
         refused.append(certificate.problem)
     if prune:
+        ensure_current(live, body)
         await prune_optional(rt, cluster)
     nsqd_pods = await component_pods(rt, cluster.ref, labels.NSQD)
     if await open_gates(rt, nsqd_pods, list(topics), list(channels)):
@@ -237,4 +243,5 @@ async def reconcile_cluster(rt: Runtime, body: Any, topics: Iterable[TopicWish] 
             and certificate.revision is not None)
     verdict = conditions.ready(summary) if done else conditions.progressing("PodsNotReady", summary)
     verdict = health.verdict(refused + await problems_of(rt, cluster, body, nsqd_pods + lookupd_pods), verdict)
+    ensure_current(live, body)  # a status of the spec before would be reported as the newer one's
     return ClusterPass(status.wire(), progress.verdict(progress.current(body), verdict))

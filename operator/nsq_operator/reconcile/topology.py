@@ -33,17 +33,18 @@ class TopologyPass:
 Wish = TopicWish | ChannelWish
 
 
-def _cluster_ref(wish: Wish, cluster: dict[str, Any]) -> ClusterRef:
-    """The NsqCluster's names as its pods advertise them (with its DNS domain, if any)."""
-    domain = str((cluster.get("spec") or {}).get("clusterDomain") or "")
-    return ClusterRef(wish.cluster, wish.namespace, domain)
+async def _cluster_ref(rt: Runtime, wish: Wish) -> ClusterRef | None:
+    """The NsqCluster's names as its pods advertise them (with its DNS domain, if any);
+    None when there is no such cluster."""
+    domain = await rt.cluster_domain(wish.namespace, wish.cluster)
+    return None if domain is None else ClusterRef(wish.cluster, wish.namespace, domain)
 
 
 async def _fleet(rt: Runtime, wish: Wish) -> Fleet:
-    cluster = await rt.kube.get("NsqCluster", wish.namespace, wish.cluster)
+    cluster = await _cluster_ref(rt, wish)
     if cluster is None:
         raise NotYet(f"NsqCluster {wish.cluster} does not exist in namespace {wish.namespace}")
-    return await nsqd_fleet(rt, _cluster_ref(wish, cluster))
+    return await nsqd_fleet(rt, cluster)
 
 
 async def _on_every_node(fleet: Fleet, act: Callable[[Node], Awaitable[NodeCounts]]) -> tuple[list[NodeCounts], list[str]]:
@@ -77,19 +78,22 @@ def _conflict(wish: Wish, body: Any, declared: Iterable[Wish]) -> TopologyPass |
                     f"this one is not applied"))
 
 
-async def reconcile_topology(rt: Runtime, body: Any, declared: Iterable[Wish] = ()) -> TopologyPass:
-    """``declared``: the live NsqTopic (or NsqChannel) declarations of the same cluster."""
+async def reconcile_topology(rt: Runtime, body: Any, declared: Iterable[Wish] = (), live: Any = None) -> TopologyPass:
+    """``declared``: the live NsqTopic (or NsqChannel) declarations of the same cluster;
+    ``body``: the snapshot the pass works on, ``live``: kopf's body (freshness)."""
     wish: Wish = topic_wish(body) if body["kind"] == "NsqTopic" else channel_wish(body)
     converge = converge_topic if isinstance(wish, TopicWish) else converge_channel
-    await ensure_current(rt.kube, body)
+    ensure_current(live, body)
     if (conflict := _conflict(wish, body, declared)) is not None:
         return conflict
     fleet = await _fleet(rt, wish)
+    ensure_current(live, body)  # before any nsqd is told to pause or unpause as this spec says
     previous = dict(body.get("status") or {})
     emptied = previous.get("emptiedRequest")
     requested = (body["metadata"].get("annotations") or {}).get(EMPTY_REQUEST_ANNOTATION)
     counts, missing = await _on_every_node(fleet, lambda node: converge(node, wish))  # type: ignore[arg-type]
     if requested and requested != emptied and not missing and fleet.nodes:
+        ensure_current(live, body)  # emptying is done once per request: never for a request since taken back
         await _empty(fleet, wish)
         emptied = requested
         counts, missing = await _on_every_node(fleet, lambda node: converge(node, wish))  # type: ignore[arg-type]
@@ -110,6 +114,7 @@ async def reconcile_topology(rt: Runtime, body: Any, declared: Iterable[Wish] = 
         verdict = conditions.progressing("EmptyPending", "emptying waits for every nsqd to answer")
     else:
         verdict = conditions.ready(f"on {len(counts)} nsqd")
+    ensure_current(live, body)
     return TopologyPass(status.wire(), verdict)
 
 
@@ -123,10 +128,9 @@ async def delete_topology(rt: Runtime, body: Any, declared: Iterable[Wish] = ())
     wish: Wish = topic_wish(body) if is_topic else channel_wish(body)
     if any(d.owner != wish.owner and nsq_name(d) == nsq_name(wish) for d in declared):
         return
-    found = await rt.kube.get("NsqCluster", wish.namespace, wish.cluster)
-    if found is None:
+    cluster = await _cluster_ref(rt, wish)
+    if cluster is None:
         return  # the cluster and its nsqds are gone already
-    cluster = _cluster_ref(wish, found)
     fleet = await nsqd_fleet(rt, cluster)
     if fleet.unreachable:
         raise NotYet(f"waiting for {', '.join(fleet.unreachable)} to answer before deleting")
