@@ -6,6 +6,7 @@ import os
 import signal
 from typing import Any
 
+from tests.broker.wire import WireConn
 from tests.operator.harness import OperatorUnderTest
 
 
@@ -74,3 +75,39 @@ def publish(operator: OperatorUnderTest, pod_: str, topic: str, bodies: list[byt
 def depth(operator: OperatorUnderTest, pod_: str, topic: str, channel: str) -> int:
     found = operator.channel_on(pod_, topic, channel)
     return int(found["depth"]) if found else 0
+
+
+def bodies(pod_: str, count: int) -> list[bytes]:
+    return [f"{pod_}-{n}".encode() for n in range(count)]
+
+
+def consume_all(operator: OperatorUnderTest, pod_: str, topic: str, channel: str) -> list[bytes]:
+    """Every message waiting in the channel on that nsqd, finished one by one."""
+    waiting = depth(operator, pod_, topic, channel)
+    tcp = operator.pods.tcp(pod_)
+    assert tcp is not None
+    with WireConn(tcp) as consumer:
+        consumer.sub(topic, channel)
+        consumer.expect_ok()
+        consumer.rdy(max(waiting, 1))
+        messages = consumer.read_messages(waiting, timeout=20) if waiting else []
+        for message in messages:
+            consumer.fin(message.id)
+        consumer.nop()
+    return [m.body for m in messages]
+
+
+async def statefulset_replicas(operator: OperatorUnderTest, name: str) -> int:
+    sts = await operator.core(f"/apis/apps/v1/namespaces/{operator.namespace}/statefulsets/{name}")
+    return int(sts["spec"]["replicas"])
+
+
+async def scaled_to(operator: OperatorUnderTest, cluster: str, replicas: int, timeout: float = 90) -> None:
+    async def done() -> bool:
+        state = await rollout(operator, cluster)
+        assert state.get("phase") == "Complete" and not state.get("error"), (state.get("message"), state.get("error"))
+        assert await statefulset_replicas(operator, f"{cluster}-nsqd") == replicas
+        assert await pod(operator, f"{cluster}-nsqd-{replicas}") is None
+        return True
+    await operator.until(done, timeout, f"{cluster} scaled down to {replicas}")
+    await operator.ready("NsqCluster", cluster, timeout=timeout)

@@ -9,50 +9,13 @@ from typing import Any
 
 import pytest
 
-from tests.broker.wire import WireConn
 from tests.operator.addresses import write_book
 from tests.operator.harness import OperatorUnderTest
-from tests.operator.rolling import depth, events, pod, publish, rollout
+from tests.operator.rolling import bodies, consume_all, events, pod, publish, scaled_to, statefulset_replicas
 from tests.servers import free_port
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 NS = "nsq-test"
-
-
-def bodies(pod_: str, count: int) -> list[bytes]:
-    return [f"{pod_}-{n}".encode() for n in range(count)]
-
-
-def consume_all(operator: OperatorUnderTest, pod_: str, topic: str, channel: str) -> list[bytes]:
-    """Every message waiting in the channel on that nsqd, finished one by one."""
-    waiting = depth(operator, pod_, topic, channel)
-    tcp = operator.pods.tcp(pod_)
-    assert tcp is not None
-    with WireConn(tcp) as consumer:
-        consumer.sub(topic, channel)
-        consumer.expect_ok()
-        consumer.rdy(max(waiting, 1))
-        messages = consumer.read_messages(waiting, timeout=20) if waiting else []
-        for message in messages:
-            consumer.fin(message.id)
-        consumer.nop()
-    return [m.body for m in messages]
-
-
-async def statefulset_replicas(operator: OperatorUnderTest, name: str) -> int:
-    sts = await operator.core(f"/apis/apps/v1/namespaces/{NS}/statefulsets/{name}")
-    return int(sts["spec"]["replicas"])
-
-
-async def scaled_to(operator: OperatorUnderTest, cluster: str, replicas: int, timeout: float = 90) -> None:
-    async def done() -> bool:
-        state = await rollout(operator, cluster)
-        assert state.get("phase") == "Complete" and not state.get("error"), (state.get("message"), state.get("error"))
-        assert await statefulset_replicas(operator, f"{cluster}-nsqd") == replicas
-        assert await pod(operator, f"{cluster}-nsqd-{replicas}") is None
-        return True
-    await operator.until(done, timeout, f"{cluster} scaled down to {replicas}")
-    await operator.ready("NsqCluster", cluster, timeout=timeout)
 
 
 async def test_scale_down_hands_the_backlog_off_and_deletes_the_claim(operator: OperatorUnderTest) -> None:

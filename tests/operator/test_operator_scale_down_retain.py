@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from tests.operator.harness import OperatorUnderTest
-from tests.operator.rolling import publish
-from tests.operator.test_operator_scale_down import NS, bodies, consume_all, scaled_to
+from tests.operator.rolling import bodies, consume_all, publish, scaled_to
 
+NS = "nsq-test"
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 

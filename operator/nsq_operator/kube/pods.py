@@ -50,8 +50,13 @@ def topology_ready(pod: Mapping[str, Any]) -> bool:
     return condition(pod, TOPOLOGY_READY_CONDITION)
 
 
+def ordinal_of(name: str) -> int:
+    """A StatefulSet pod's ordinal, from its name (``<statefulset>-<ordinal>``)."""
+    return int(name.rsplit("-", 1)[-1])
+
+
 def ordinal(pod: Mapping[str, Any]) -> int:
-    return int(pod["metadata"]["name"].rsplit("-", 1)[-1])
+    return ordinal_of(pod["metadata"]["name"])
 
 
 class PodSource(Protocol):

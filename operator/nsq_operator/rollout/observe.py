@@ -52,6 +52,7 @@ class PodView:
     exit_code: int | None  # of the container's last run, when it has stopped once
     stuck: str | None  # why the pod cannot get better by waiting (crashed, or not Ready for too long); None when it may
     tls_secret: str | None = None  # its nsqd is called over HTTPS, trusting this Secret's CA
+    created: str = ""  # its creationTimestamp ("" when unknown)
 
     @classmethod
     def of(cls, pod: Mapping[str, Any], never_ready_after: float, at: datetime.datetime) -> "PodView":
@@ -62,7 +63,8 @@ class PodView:
             stuck = f"not Ready for {int(_unready_for(pod, at))}s"
         return cls(name=pod["metadata"]["name"], ordinal=ordinal(pod), revision=Revision.of(pod), ready=ready,
                    serving=is_serving(pod), terminating=bool(pod["metadata"].get("deletionTimestamp")),
-                   crashed=crashed, exit_code=last_exit_code(pod), stuck=stuck, tls_secret=tls_secret_of(pod))
+                   crashed=crashed, exit_code=last_exit_code(pod), stuck=stuck, tls_secret=tls_secret_of(pod),
+                   created=str(pod["metadata"].get("creationTimestamp") or ""))
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from ..builders import labels
 from ..constants import NSQD_CLAIM_TEMPLATE
 from ..kube.client import CONFLICT, KubeApiError
 from ..kube.events import post_event
+from ..kube.pods import ordinal_of
 from ..models import NsqCluster, RolloutStatus
 from ..reconcile.cluster import registered_everywhere
 from ..runtime import Runtime
@@ -186,28 +187,57 @@ class Roller:
                 raise StopRoll(f"scale-down of {pod.name} would strand {drain.handoff.messages_left} messages: "
                                f"{drain.handoff.error}")
             elif drain.handoff.finished:
-                # conditional on the replicas read: a scale-up since then must not be undone
-                try:
-                    await self.rt.kube.patch("StatefulSet", self.cluster.namespace, nsqd.statefulset,
-                                             {"metadata": {"resourceVersion": nsqd.resource_version},
-                                              "spec": {"replicas": pod.ordinal}})
-                except KubeApiError as e:
-                    if e.status != CONFLICT:
-                        raise
-                    return state.model_copy(update={"message": f"{nsqd.statefulset} changed; reading it again"}), False
-                self.event(SCALE_DOWN, f"{pod.name} handed all its messages off; removing it")
-                return progress.enter(state, "Removing", f"waiting for {pod.name} to terminate"), False
+                return await self._evict_leaving(state, pod)
         if progress.seconds_in_phase(state) > self.rt.intervals.handoff_timeout:
             raise StopRoll(f"the handoff of {pod.name}'s messages has not finished "
                            f"{int(progress.seconds_in_phase(state))}s after it began")
         return state.model_copy(update={"message": f"handing off the messages of {pod.name}"}), False
 
-    async def _removing(self, state: RolloutStatus, retargeted: bool) -> tuple[RolloutStatus, bool]:
+    async def _evict_leaving(self, state: RolloutStatus, pod: PodView) -> tuple[RolloutStatus, bool]:
+        """The leaving nsqd handed everything off: it goes through the eviction API, so its
+        disruption budget weighs it against a `kubectl drain` running at the same time (it
+        waits while another nsqd is down), and only then do the StatefulSet's replicas come
+        down, before its controller could make the evicted pod anew."""
+        if (refused := await self.evict_pod(pod.name)) is not None:
+            return state.model_copy(update={"message": f"{pod.name} handed all its messages off; its eviction waits "
+                                                       f"for the disruption budget: {refused}"}), False
+        self.event(SCALE_DOWN, f"{pod.name} handed all its messages off; evicted, and removed from "
+                               f"{self.observed.nsqd.statefulset}")
+        return await self._lower_replicas(progress.enter(state, "Removing", f"waiting for {pod.name} to terminate"),
+                                          pod.ordinal)
+
+    async def _lower_replicas(self, state: RolloutStatus, ordinal: int) -> tuple[RolloutStatus, bool]:
+        """The nsqd StatefulSet's replicas down to ``ordinal``, conditional on the version
+        they were read at: a scale-up since then must not be undone."""
         nsqd = self.observed.nsqd
-        pod = nsqd.pod(state.pod)
-        if pod is not None and nsqd.replicas <= pod.ordinal:
+        try:
+            await self.rt.kube.patch("StatefulSet", self.cluster.namespace, nsqd.statefulset,
+                                     {"metadata": {"resourceVersion": nsqd.resource_version},
+                                      "spec": {"replicas": ordinal}})
+        except KubeApiError as e:
+            if e.status != CONFLICT:
+                raise
+            return state.model_copy(update={"message": f"{nsqd.statefulset} changed; reading it again before "
+                                                       f"lowering its replicas to {ordinal}"}), False
+        return state, False
+
+    async def _removing(self, state: RolloutStatus, retargeted: bool) -> tuple[RolloutStatus, bool]:
+        """The leaving pod was evicted after its handoff: its place leaves the StatefulSet
+        (once more, if that write did not go through), then the pod goes, then its claim as
+        storage.whenScaled says."""
+        nsqd = self.observed.nsqd
+        if not state.pod:
+            return state, True
+        pod, ordinal = nsqd.pod(state.pod), ordinal_of(state.pod)
+        if nsqd.replicas > ordinal:
+            if self.observed.wanted_nsqd > ordinal:
+                return state, True  # scaled back up meanwhile: the StatefulSet makes the pod anew
+            if pod is not None and not pod.terminating and pod.created >= (state.since or ""):
+                return state, True  # made anew before its place was removed: the plan hands it off again
+            return await self._lower_replicas(state, ordinal)
+        if pod is not None:
             return state.model_copy(update={"message": f"waiting for {pod.name} to terminate"}), False
-        if pod is None and self.cluster.spec.nsqd.storage.when_scaled == "Delete" and state.pod:
+        if self.cluster.spec.nsqd.storage.when_scaled == "Delete":
             await self.rt.kube.delete("PersistentVolumeClaim", self.cluster.namespace,
                                       f"{NSQD_CLAIM_TEMPLATE}-{state.pod}")
         return state, True
