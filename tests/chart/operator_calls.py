@@ -59,7 +59,8 @@ CALLS: list[Call] = [
     # replicas: patch above; the pods are read from the managed_pods index
     Call("delete", "", "pods", "object", "rollout.roller: a pod whose container cannot run is deleted for its replacement"),
     Call("create", "", "pods/eviction", "object",
-         "rollout.roller: a drained, restarted or called-off pod is evicted for its replacement"),
+         "rollout.roller: a drained, restarted or called-off pod is evicted for its replacement, a scale-down's "
+         "leaving pod once its messages are handed off"),
     *(Call(verb, "", "persistentvolumeclaims", "object", "reconcile.storage.grow: every claim expanded to a larger "
                                                            "spec.nsqd.storage.size") for verb in ("list", "patch")),
     Call("delete", "apps", "statefulsets", "object",
