@@ -68,7 +68,7 @@ async def serve(options: NsqdOptions) -> int:
     if signalled_early:
         nsqd.drain.on_signal()
     await nsqd.wait_stopped()
-    return 1 if nsqd.load_error is not None else 0  # a failed load is logged where it failed
+    return 1 if nsqd.fatal_error is not None else 0  # logged where it failed
 
 
 def install_event_loop() -> None:

@@ -374,6 +374,9 @@ class DiskQueue:
         """Whether ``sync_if_due(now)`` would sync."""
         return not self._closed and self._dirty and now - self._last_sync >= self._sync_timeout
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._name})"
+
     def close(self) -> None:
         """Sync and close the files; the data stays for the next open."""
         if self._closed:

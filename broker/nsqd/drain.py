@@ -113,7 +113,8 @@ class Drain:
         if self.persisted:
             if self._exit_task is None:
                 log.info("DRAIN: signalled after the drain, exiting")
-                self._exit_task = asyncio.get_running_loop().create_task(self._exit())
+                self._exit_task = self.nsqd.watch(asyncio.get_running_loop().create_task(self._exit()),
+                                                  "DRAIN: the exit after the drain")
             return
         self._begin_or_cut_short()
 
@@ -156,7 +157,7 @@ class Drain:
 
     def _begin(self) -> None:
         self.started_at = time.time()
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._task = self.nsqd.watch(asyncio.get_running_loop().create_task(self._run()), "DRAIN: the drain")
 
     async def _run(self) -> None:
         nsqd = self.nsqd
@@ -176,7 +177,8 @@ class Drain:
 
     def _start_handoff(self) -> None:
         assert self.handoff is not None
-        self._handoff_task = asyncio.get_running_loop().create_task(self.handoff.run())
+        self._handoff_task = self.nsqd.watch(asyncio.get_running_loop().create_task(self.handoff.run()),
+                                             "HANDOFF: the handoff")
 
     async def _exit(self) -> None:
         if self._handoff_task is not None and not self._handoff_task.done():

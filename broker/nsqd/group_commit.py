@@ -81,8 +81,9 @@ class GroupCommitter:
         self.acknowledging_rounds = 0
         self.acknowledged_publishes = 0
 
-    def start(self) -> None:
+    def start(self) -> asyncio.Task[None]:
         self._task = asyncio.get_running_loop().create_task(self._run())
+        return self._task
 
     def barrier(self) -> asyncio.Future[None]:
         """Resolves once everything written before this call is on disk (SyncError if not)."""
@@ -96,8 +97,8 @@ class GroupCommitter:
         self._closing = True
         self._wake.set()
         if self._task is not None:
-            await self._task
-            self._task = None
+            task, self._task = self._task, None
+            await asyncio.gather(task, return_exceptions=True)  # a failure is logged by its watcher
         await self._round(force_metadata=True)
 
     async def _run(self) -> None:
@@ -130,7 +131,7 @@ class GroupCommitter:
             if jobs:
                 await asyncio.to_thread(run_jobs, jobs)
         except Exception as error:
-            self._log.error("DURABLE: sync round failed: %s", error)
+            self._log.error("DURABLE: sync round failed: %s", error, exc_info=True)
             for job in jobs:
                 if job.on_failed is not None:
                     job.on_failed()
@@ -151,4 +152,7 @@ class GroupCommitter:
                 waiter.set_result(None)
         for job in jobs:
             if job.on_done is not None:
-                job.on_done()
+                try:
+                    job.on_done()
+                except Exception:  # the other queues' progress still counts
+                    self._log.exception("DURABLE: after a sync round, a queue failed to take it in")

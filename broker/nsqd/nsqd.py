@@ -16,7 +16,7 @@ import socket
 import ssl
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable, Coroutine, Sequence
 
 from aiohttp import web
 
@@ -29,6 +29,7 @@ from nsq_protocol.names import is_ephemeral
 
 from . import __version__, metadata, statsd
 from .auth import AuthClient, AuthError
+from .background import FailureLog, watch
 from .backend import Backend, DiscardingBackend
 from .busy_poll import BusyPoller
 from .channel import Channel
@@ -79,7 +80,8 @@ class NSQD:
         self._unloaded: list[metadata.TopicMeta] = []  # what the load has not reached yet
         self._load_task: asyncio.Task[None] | None = None
         self._io_threads: ThreadPoolExecutor | None = None
-        self.load_error: Exception | None = None  # the load failed: nsqd stops, the process exits 1
+        # the load or a background loop failed: nsqd stops, the process exits 1
+        self.fatal_error: BaseException | None = None
         self._listing: DataListing | None = None  # the data path's files, listed once at start
         self._metadata_pending = False
         self.tls_context: ssl.SSLContext | None = server_context(options)
@@ -103,6 +105,8 @@ class NSQD:
         self._runners: list[web.AppRunner] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
+        self._stop_ended = asyncio.Event()  # stop() returned or raised
+        self._sync_failures = FailureLog(log)
         self.persisted_count: int | None = None  # messages written to disk by stop()
         self.drain = Drain(self)
 
@@ -311,7 +315,6 @@ class NSQD:
         """Open every saved topic and channel, a slice at a time; then persist the metadata
         and start talking to lookupd, as a fresh start does."""
         self._unloaded = saved
-        loop = asyncio.get_running_loop()
         done = 0
         while done < len(saved):
             deadline = time.monotonic() + LOAD_SLICE
@@ -323,9 +326,8 @@ class NSQD:
                     if done == len(saved) or time.monotonic() >= deadline:
                         break
             except Exception as e:
-                log.critical("failed to load topic %s: %s", saved[done].name, e)
-                self.load_error = e
-                loop.create_task(self.stop())
+                log.critical("failed to load topic %s: %s", saved[done].name, e, exc_info=True)
+                self.fail(e)
                 return
             finally:
                 self._loading = False
@@ -453,15 +455,41 @@ class NSQD:
             self.https_port = https.sockets[0].getsockname()[1]
             log.info("HTTPS: listening on %s", _bound(https))
 
-        self._tasks.append(loop.create_task(self.scanner.run()))
+        self._start_task(self.scanner.run(), "QUEUESCAN: the queue scan loop")
         if self.committer is not None:
-            self.committer.start()
+            self.watch(self.committer.start(), "DURABLE: the group committer")
         else:
-            self._tasks.append(loop.create_task(self._sync_loop()))
+            self._start_task(self._sync_loop(), "NSQ: the periodic sync loop")
         if self.options.statsd_address:
-            self._tasks.append(loop.create_task(statsd.pusher_for(self).run()))
-        self._load_task = loop.create_task(self._load(saved))
-        self._tasks.append(self._load_task)
+            self._start_task(statsd.pusher_for(self).run(), "STATSD: the statsd loop")
+        self._load_task = self._start_task(self._load(saved), "NSQ: the load of the data path")
+
+    def _start_task(self, loop_coroutine: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        """A background task stop() cancels; its failure stops nsqd (``fail``)."""
+        task = self.watch(asyncio.get_running_loop().create_task(loop_coroutine), name)
+        self._tasks.append(task)
+        return task
+
+    def watch(self, task: asyncio.Task[None], name: str) -> asyncio.Task[None]:
+        """``task`` must not end with an exception: if it does, it is logged and nsqd stops."""
+        return watch(task, name, log, lambda _, error: self.fail(error))
+
+    def fail(self, error: BaseException) -> None:
+        """Something nsqd cannot run without failed (already logged): stop as on SIGTERM,
+        writing what is held to disk, and exit 1. When a stop is already under way (a
+        failure while stopping or draining), the process ends once it is over, even if
+        the stop itself failed or meant to keep HTTP up for a handoff."""
+        if self.fatal_error is None:
+            self.fatal_error = error
+        loop = asyncio.get_running_loop()
+        if not self.exiting:
+            loop.create_task(self.stop())
+            return
+
+        async def end_after_stop() -> None:
+            await self._stop_ended.wait()
+            await self.close_http()
+        loop.create_task(end_after_stop())
 
     async def _start_lookup(self) -> None:
         self.lookup = LookupdPeers(
@@ -488,10 +516,17 @@ class NSQD:
             for start in range(0, len(due), SYNC_BATCH):
                 batch = due[start:start + SYNC_BATCH]
                 if len(batch) == 1:
-                    batch[0].sync_if_due(now)
+                    self._sync_logging_failure(batch[0], now)
                 else:
-                    list(self._io_pool().map(lambda backend: backend.sync_if_due(now), batch))
+                    list(self._io_pool().map(lambda backend: self._sync_logging_failure(backend, now), batch))
                 await asyncio.sleep(0)
+
+    def _sync_logging_failure(self, backend: Backend, now: float) -> None:
+        """One queue's periodic sync; a queue that fails is logged and retried next tick."""
+        try:
+            backend.sync_if_due(now)
+        except Exception:
+            self._sync_failures.failed(id(backend), f"NSQ: periodic sync of {backend!r} failed")
 
     def _io_pool(self) -> ThreadPoolExecutor:
         if self._io_threads is None:
@@ -507,6 +542,12 @@ class NSQD:
             await self._stopped.wait()
             return
         self.exiting = True
+        try:
+            await self._stop(keep_http)
+        finally:
+            self._stop_ended.set()
+
+    async def _stop(self, keep_http: bool) -> None:
         log.info("NSQ: closing")
         for server in self._servers:
             if server is self._tcp_server or not keep_http:

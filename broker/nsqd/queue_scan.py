@@ -12,13 +12,21 @@ count, between 1 and --queue-scan-worker-pool-max. Here the process's one event 
 the only worker (processing a channel is a few heap pops and never waits, so more workers
 would only take turns on the same loop); the flag is validated (at least 1) and reported
 by /config like every option, and sizes nothing.
+
+A channel whose processing raises is logged (with its traceback, see ``background``) and
+counted as clean; the scan goes on with the other channels and the next passes.
 """
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 from typing import Callable, Protocol, Sequence
+
+from .background import FailureLog
+
+log = logging.getLogger("nsqd")
 
 
 class ScannedChannel(Protocol):
@@ -62,6 +70,7 @@ class QueueScanner:
         self._channels: Sequence[ScannedChannel] = []
         self._refreshed = 0.0
         self._stale = True
+        self.failures = FailureLog(log)
 
     def channels_changed(self) -> None:
         self._stale = True
@@ -70,8 +79,16 @@ class QueueScanner:
         sleep = self.clock.sleep
         while True:
             await sleep(self.interval)
-            while self.scan_once():
+            while self._scan_logging_failure():
                 await sleep(0)  # sample again at once, letting connections in between
+
+    def _scan_logging_failure(self) -> bool:
+        try:
+            return self.scan_once()
+        except Exception:  # outside any one channel (listing them): the next pass retries
+            self._stale = True
+            self.failures.failed("scan", "QUEUESCAN: pass failed")
+            return False
 
     def scan_once(self) -> bool:
         """One sample; True when more than the dirty fraction of it had work."""
@@ -91,8 +108,13 @@ class QueueScanner:
             if channel.exiting:
                 self._stale = True
                 continue
-            worked = channel.process_in_flight(now) | channel.process_deferred(now)
+            try:
+                worked = channel.process_in_flight(now) | channel.process_deferred(now)
+                if worked:
+                    channel.pump()
+            except Exception:
+                self.failures.failed(id(channel), f"QUEUESCAN: processing {channel!r} failed")
+                continue
             if worked:
                 dirty += 1
-                channel.pump()
         return dirty / len(sample) > self.dirty_percent

@@ -15,6 +15,8 @@ from typing import Any, Callable
 
 from nsq_protocol.host_port import join_host_port, split_dial_address
 
+from .background import FailureLog
+
 log = logging.getLogger("nsqd")
 
 EPHEMERAL_SUFFIX = "#ephemeral"
@@ -128,11 +130,15 @@ class StatsdPusher:
         self._collect = collect
         self._last_topics: list[dict[str, Any]] = []
         self._last_gc_runs = 0
+        self._failures = FailureLog(log)
 
     async def run(self) -> None:
         while True:
             await asyncio.sleep(self.interval)
-            await self.push_once()
+            try:
+                await self.push_once()
+            except Exception:  # stats are best effort: the next interval tries again
+                self._failures.failed("push", "STATSD: push failed")
 
     def lines(self) -> list[Line]:
         doc = self._collect()

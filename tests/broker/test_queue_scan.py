@@ -207,3 +207,52 @@ def test_channel_list_changes_are_picked_up_at_once_when_signalled_else_at_the_r
     leaving.in_flight = {"m": 0.0}
     scanner.scan_once()
     assert leaving.timed_out == []  # an exiting channel is left alone
+
+
+@dataclass
+class BrokenChannel(FakeChannel):
+    """A channel whose processing raises on every visit (a bug in it, say)."""
+
+    visits: int = 0
+
+    def process_in_flight(self, now: float) -> bool:
+        self.visits += 1
+        raise RuntimeError(f"{self.name} is broken")
+
+
+def test_a_channel_that_raises_is_logged_with_its_traceback_and_the_scan_goes_on(
+        caplog: pytest.LogCaptureFixture) -> None:
+    clock = FakeClock(max_time=0.55)
+    broken = BrokenChannel("broken", clock)
+    good = FakeChannel("good", clock, in_flight={"early": 0.1, "late": 0.45})
+    scanner = QueueScanner(lambda: [broken, good], interval=INTERVAL, refresh_interval=5.0,
+                           selection_count=20, dirty_percent=0.25, clock=clock)
+    with caplog.at_level("ERROR", logger="nsqd"):
+        run_until_stopped(scanner)  # the loop ends only when the clock stops it
+    assert good.timed_out == ["early", "late"] and good.pumps == 2
+    # passes at 0.1 (twice: "early" made half the sample dirty), 0.2, 0.3, 0.4, 0.5 (twice)
+    assert broken.visits == 7 and scanner.failures.count == 7
+    # a failure that repeats is logged once, with its traceback, until RELOG_INTERVAL passes
+    logged = [r for r in caplog.records if "broken" in r.getMessage()]
+    assert len(logged) == 1 and logged[0].exc_info is not None
+    assert logged[0].exc_info[0] is RuntimeError
+
+
+def test_a_pass_that_fails_outside_any_channel_is_retried_at_the_next_interval(
+        caplog: pytest.LogCaptureFixture) -> None:
+    clock = FakeClock(max_time=0.35)
+    good = FakeChannel("good", clock, in_flight={"m": 0.25})
+    listings = 0
+
+    def list_channels() -> list[FakeChannel]:
+        nonlocal listings
+        listings += 1
+        if listings == 1:
+            raise OSError("listing failed")
+        return [good]
+    scanner = QueueScanner(list_channels, interval=INTERVAL, refresh_interval=5.0,
+                           selection_count=20, dirty_percent=0.25, clock=clock)
+    with caplog.at_level("ERROR", logger="nsqd"):
+        run_until_stopped(scanner)
+    assert good.timed_out == ["m"] and listings == 2
+    assert [r.exc_info[0] for r in caplog.records if r.exc_info] == [OSError]
