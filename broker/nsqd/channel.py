@@ -1,14 +1,15 @@
 """A channel: one copy of a topic's stream, shared by its consumers.
 
-Messages wait in a memory deque (up to --mem-queue-size), then in the backend; a
+Messages wait in a memory queue (up to --mem-queue-size), then in the backend; a
 delivered message sits in the in-flight queue until FIN, REQ or its timeout; REQ with a
 delay and DPUB park messages in the deferred queue. Delivery is pushed: whenever a
 message or a consumer's capacity appears, ``pump`` hands messages to ready consumers in
 turn.
 
-The memory deque holds fresh messages as their bare payloads (shared with the topic's
-other channels) and only messages with state of their own (requeued, timed out, read
-from a durable queue) as ``Message``. Bare payloads stay bare when delivered: the ones a
+The memory queue (``PayloadQueue``) holds fresh messages as their bare payloads, or the
+runs an MPUB or pipelined PUBs made of them, shared with the topic's other channels, and
+only messages with state of their own (requeued, timed out, read from a durable queue)
+as ``Message``. Bare payloads stay bare when delivered: the ones a
 client gets together are framed in one pass and go in flight as one batch (pqueue's
 ``DeliveryBatch``), and a run read from the disk queue is delivered the same way; a
 message becomes a ``Message`` only when it needs state of its own (TOUCH, REQ, timeout).
@@ -26,7 +27,6 @@ import logging
 import random
 import time
 from collections import deque
-from itertools import islice
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from nsq_protocol.names import is_ephemeral
@@ -36,6 +36,8 @@ from .deferrals import DeferralStore
 from .durable_queue import DurableDiskQueue
 from .e2e_latency import LatencyWindow
 from .message import ID_SLICE, MAX_ATTEMPTS, Message, Payload, check_payload, item_payload, payload_attempts
+from .payload_queue import PayloadQueue
+from .payload_run import Payloads
 from .pqueue import DeferredQueue, InFlightQueue
 
 if TYPE_CHECKING:
@@ -64,7 +66,7 @@ class Channel:
         self.max_msg_timeout = max_msg_timeout
         self._on_ephemeral_empty = on_ephemeral_empty
 
-        self.memory: deque[Payload | Message] = deque()
+        self.memory = PayloadQueue()
         self.in_flight = InFlightQueue()
         self.deferred = DeferredQueue()
         self.clients: dict[int, ClientConn] = {}
@@ -91,7 +93,7 @@ class Channel:
         self._enqueue(item)
         self._schedule_pump()
 
-    def put_payloads(self, payloads: list[Payload]) -> None:
+    def put_payloads(self, payloads: Payloads) -> None:
         """Fresh messages, in order (an MPUB's, or a run the topic read from its disk):
         what the memory queue has no room for goes to disk in one write."""
         self.message_count += len(payloads)
@@ -101,7 +103,7 @@ class Channel:
         elif self._durable is None and not self._discarding:
             if room > 0:
                 self.memory.extend(payloads[:room])
-            self.backend.put_many(payloads[max(0, room):])
+            self.backend.put_many(list(payloads[max(0, room):]))
         else:
             for payload in payloads:
                 self._enqueue(payload)
@@ -310,9 +312,9 @@ class Channel:
                 items += run
                 count -= len(run)
                 continue
-            take = min(count, len(memory))
-            count -= take
-            items += islice(iter(memory.popleft, None), take)  # popped without a Python step each
+            taken = memory.popleft_many(count)
+            count -= len(taken)
+            items += taken
             self._from_backend = True
         if not items:
             return

@@ -46,6 +46,7 @@ from .http_api import HttpApi
 from .lookup import LookupdPeers
 from .message import MESSAGE_OVERHEAD, Message, Payload, encode_payload, encode_payloads
 from .options import NsqdOptions
+from .payload_run import PACK_MIN, Payloads, encode_run
 from .queue_scan import QueueScanner
 from .tls import peer_common_name, server_context
 from .topic import Topic
@@ -141,10 +142,13 @@ class NSQD:
     def new_payload(self, body: bytes) -> Payload:
         return encode_payload(self._guid.next_id(), body, time.time_ns())
 
-    def new_payloads(self, bodies: Sequence[bytes]) -> list[Payload]:
-        """An MPUB's messages: IDs and timestamp taken in one batch, encoded at once."""
+    def new_payloads(self, bodies: Sequence[bytes]) -> Payloads:
+        """An MPUB's messages: IDs and timestamp taken in one batch, encoded at once (into
+        one run when there are enough of them to be worth it)."""
         if len(bodies) == 1:
             return [self.new_payload(bodies[0])]
+        if len(bodies) >= PACK_MIN:
+            return encode_run(time.time_ns(), self._guid.next_runs(len(bodies)), bodies)
         return encode_payloads(time.time_ns(), self._guid.next_runs(len(bodies)), bodies)
 
     # -- topics and channels --------------------------------------------------

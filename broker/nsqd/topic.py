@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from typing import Callable, Iterable
 
 from nsq_protocol.names import is_ephemeral
@@ -27,6 +26,8 @@ from .channel import Channel
 from .deferrals import DeferralStore
 from .durable_queue import DurableDiskQueue
 from .message import ID_SLICE, MESSAGE_OVERHEAD, Message, Payload, check_payload, item_payload
+from .payload_queue import PayloadQueue
+from .payload_run import Payloads, body_bytes
 
 log = logging.getLogger("nsqd")
 
@@ -54,7 +55,7 @@ class Topic:
         self._on_ephemeral_empty = on_ephemeral_empty
 
         self.channels: dict[str, Channel] = {}
-        self.memory: deque[Payload | Message] = deque()
+        self.memory = PayloadQueue()
         self.paused = False
         self.started = False
         self.exiting = False
@@ -81,18 +82,23 @@ class Topic:
         for item in items:
             self.put(item)
 
-    def put_payloads(self, payloads: list[Payload]) -> None:
+    def put_payloads(self, payloads: Payloads) -> None:
         """An MPUB's fresh messages: every channel takes the batch at once."""
         self._count(payloads)
         if self._straight_to_channels():
             for channel in list(self.channels.values()):
                 channel.put_payloads(payloads)
+            return
+        room = self.mem_queue_size - len(self.memory)
+        if room >= len(payloads):
+            self.memory.extend(payloads)
         else:
-            for payload in payloads:
-                self._enqueue(payload)
-            self._schedule_flush()
+            if room > 0:
+                self.memory.extend(payloads[:room])
+            self.backend.put_many(list(payloads[max(0, room):]))
+        self._schedule_flush()
 
-    def put_in_memory(self, payloads: list[Payload]) -> bool:
+    def put_in_memory(self, payloads: Payloads) -> bool:
         """Fresh messages, put only if every one stays in a memory queue (so putting them
         cannot fail on a disk); False, with nothing put, otherwise."""
         count = len(payloads)
@@ -112,9 +118,9 @@ class Topic:
         self._schedule_flush()
         return True
 
-    def _count(self, payloads: list[Payload]) -> None:
+    def _count(self, payloads: Payloads) -> None:
         self.message_count += len(payloads)
-        self.message_bytes += sum(map(len, payloads)) - MESSAGE_OVERHEAD * len(payloads)
+        self.message_bytes += body_bytes(payloads)
 
     def _flowing(self) -> bool:
         return self.started and not self.paused and not self.exiting and bool(self.channels)
@@ -156,11 +162,12 @@ class Topic:
         self._flush_scheduled = False
         moved = 0
         while moved < FLUSH_BATCH and self._flowing():
-            if not self.backend.depth and self.memory and self.memory[0].__class__ is not Message:
-                batch = self._take_payloads(FLUSH_BATCH - moved)
-                for channel in list(self.channels.values()):
-                    channel.put_payloads(batch)
-                moved += len(batch)
+            if not self.backend.depth and self.memory.head_is_fresh():
+                channels = list(self.channels.values())
+                for batch in self.memory.popleft_fresh(FLUSH_BATCH - moved):
+                    for channel in channels:
+                        channel.put_payloads(batch)
+                    moved += len(batch)
                 continue
             if self._durable is None and self.backend.depth and not (self.deferrals is not None and len(self.deferrals)):
                 run = self.backend.get_many(FLUSH_BATCH - moved)  # type: ignore[attr-defined]
@@ -179,15 +186,6 @@ class Topic:
             moved += 1
         if self.depth:
             self._schedule_flush()
-
-    def _take_payloads(self, limit: int) -> list[Payload]:
-        """Fresh payloads from the front of the memory queue, up to ``limit`` and up to
-        the first deferred message."""
-        memory = self.memory
-        batch: list[Payload] = []
-        while memory and len(batch) < limit and memory[0].__class__ is not Message:
-            batch.append(memory.popleft())  # type: ignore[arg-type]
-        return batch
 
     def _next_queued(self) -> tuple[Payload | Message, int | None] | None:
         """The next queued message and, in durable mode, the entry to acknowledge once

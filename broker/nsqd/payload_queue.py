@@ -1,0 +1,138 @@
+"""The memory queue of a topic or a channel: messages in order, each a bare payload, a
+``Message`` (state of its own) or one of a ``PayloadRun``'s payloads.
+
+A run put in the queue stays one entry (its payloads are not copied out of it, and every
+queue holding the same publish shares its data); payloads leave it as ``bytes`` of their
+own when taken from the front (``popleft``, ``popleft_many``) or back (``pop``). ``len``
+counts messages, whatever their form.
+"""
+from __future__ import annotations
+
+from collections import deque
+from itertools import chain
+from typing import Iterator
+
+from .message import Message, Payload
+from .payload_run import PACK_MIN, PayloadRun, Payloads
+
+Item = Payload | Message
+
+
+class PayloadQueue:
+    __slots__ = ("_entries", "_count")
+
+    def __init__(self) -> None:
+        self._entries: deque[Item | PayloadRun] = deque()
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __bool__(self) -> bool:
+        return self._count > 0
+
+    def __iter__(self) -> Iterator[Item]:
+        return chain.from_iterable(
+            entry if entry.__class__ is PayloadRun else (entry,) for entry in self._entries)  # type: ignore[misc]
+
+    def append(self, item: Item) -> None:
+        self._entries.append(item)
+        self._count += 1
+
+    def extend(self, payloads: Payloads) -> None:
+        """Fresh payloads in order; a run (or a list long enough to be worth packing) is
+        kept as one entry."""
+        count = len(payloads)
+        if not count:
+            return
+        if payloads.__class__ is PayloadRun:
+            self._entries.append(payloads.view())  # type: ignore[union-attr]
+        elif count >= PACK_MIN:
+            self._entries.append(PayloadRun.of(payloads))  # type: ignore[arg-type]
+        else:
+            self._entries.extend(payloads)
+        self._count += count
+
+    def head_is_fresh(self) -> bool:
+        """The first message is a bare payload (not a ``Message``); False when empty."""
+        return bool(self._entries) and self._entries[0].__class__ is not Message
+
+    def popleft(self) -> Item:
+        entries = self._entries
+        head = entries[0]  # IndexError when empty, as a deque's
+        self._count -= 1
+        if head.__class__ is not PayloadRun:
+            return entries.popleft()  # type: ignore[return-value]
+        payload = head.take(1)[0]  # type: ignore[union-attr]
+        if not head:
+            entries.popleft()
+        return payload
+
+    def popleft_many(self, count: int) -> list[Item]:
+        """Up to ``count`` messages from the front."""
+        entries = self._entries
+        taken: list[Item] = []
+        while count > 0 and entries:
+            head = entries[0]
+            if head.__class__ is PayloadRun:
+                part = head.take(count)  # type: ignore[union-attr]
+                if not head:
+                    entries.popleft()
+                taken += part
+                count -= len(part)
+                continue
+            singles = 0  # how many separate items lead, up to count
+            for entry in entries:
+                if singles == count or entry.__class__ is PayloadRun:
+                    break
+                singles += 1
+            taken += [entries.popleft() for _ in range(singles)]
+            count -= singles
+        self._count -= len(taken)
+        return taken
+
+    def popleft_fresh(self, limit: int) -> list[Payloads]:
+        """Bare payloads from the front, up to ``limit`` messages and up to the first
+        ``Message``, as batches: runs whole where they fit (shared, not copied)."""
+        entries = self._entries
+        batches: list[Payloads] = []
+        singles: list[Payload] = []
+        left = limit
+        while left > 0 and entries and entries[0].__class__ is not Message:
+            head = entries[0]
+            if head.__class__ is not PayloadRun:
+                singles.append(entries.popleft())  # type: ignore[arg-type]
+                left -= 1
+                continue
+            if singles:
+                batches.append(singles)
+                singles = []
+            if len(head) <= left:  # type: ignore[arg-type]
+                entries.popleft()
+                batches.append(head)  # type: ignore[arg-type]
+                left -= len(head)  # type: ignore[arg-type]
+            else:
+                part = head[:left]  # type: ignore[index]
+                head.start += left  # type: ignore[union-attr]
+                batches.append(part)
+                left = 0
+        if singles:
+            batches.append(singles)
+        self._count -= limit - left
+        return batches
+
+    def pop(self) -> Item:
+        """The newest message, from the back."""
+        entries = self._entries
+        tail = entries[-1]
+        self._count -= 1
+        if tail.__class__ is not PayloadRun:
+            return entries.pop()  # type: ignore[return-value]
+        payload = tail.take_last()  # type: ignore[union-attr]
+        if not tail:
+            entries.pop()
+        return payload
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._count = 0
