@@ -86,7 +86,7 @@ class Channel:
     # -- queue ----------------------------------------------------------------
     @property
     def depth(self) -> int:
-        return len(self.memory) + self.backend.depth
+        return self.memory.length + self.backend.depth
 
     def put(self, item: Payload | Message) -> None:
         self.message_count += 1
@@ -97,7 +97,7 @@ class Channel:
         """Fresh messages, in order (an MPUB's, or a run the topic read from its disk):
         what the memory queue has no room for goes to disk in one write."""
         self.message_count += len(payloads)
-        room = self.mem_queue_size - len(self.memory)
+        room = self.mem_queue_size - self.memory.length
         if self._durable is None and room >= len(payloads):
             self.memory.extend(payloads)
         elif self._durable is None and not self._discarding:
@@ -110,7 +110,7 @@ class Channel:
         self._schedule_pump()
 
     def fits_in_memory(self, count: int) -> bool:
-        return self._durable is None and len(self.memory) + count <= self.mem_queue_size
+        return self._durable is None and self.memory.length + count <= self.mem_queue_size
 
     def _schedule_pump(self) -> None:
         """Deliver on the next loop turn: a publisher's OK leaves before the message
@@ -133,7 +133,7 @@ class Channel:
             self.deferred.push(msg, time.monotonic() + delay)
 
     def _enqueue(self, item: Payload | Message) -> None:
-        if len(self.memory) < self.mem_queue_size:
+        if self.memory.length < self.mem_queue_size:
             self.memory.append(item)
         elif item.__class__ is Message and item.disk_token is not None:  # type: ignore[union-attr]
             self.memory.append(item)  # read from a durable queue: still on disk, stays in memory
@@ -146,20 +146,20 @@ class Channel:
     def _drop_overflow(self) -> None:
         """What an ephemeral channel holds beyond its memory queue once the consumers
         with room have taken their share: the newest messages go, as nsqd drops them."""
-        excess = len(self.memory) - self.mem_queue_size
+        excess = self.memory.length - self.mem_queue_size
         for _ in range(excess):
             item = self.memory.pop()
             self.backend.put(item_payload(item))  # the discarding backend counts it
 
     def _next_message(self) -> Message | None:
         backend = self.backend
-        if self.memory and not (self._from_backend and backend.depth):
+        if self.memory.length and not (self._from_backend and backend.depth):
             self._from_backend = True
             item = self.memory.popleft()
         elif backend.depth:
             self._from_backend = False
             return self._read_backend()
-        elif self.memory:
+        elif self.memory.length:
             item = self.memory.popleft()
         else:
             return None
@@ -253,7 +253,7 @@ class Channel:
             if not (self.paused or self.exiting):
                 self._pump()
         finally:
-            if self._discarding and len(self.memory) > self.mem_queue_size:
+            if self._discarding and self.memory.length > self.mem_queue_size:
                 self._drop_overflow()
 
     def _pump(self) -> None:
@@ -265,7 +265,7 @@ class Channel:
         now = time.monotonic()
         held: dict[int, ClientConn] = {}
         try:
-            while turn and (memory or backend.depth):
+            while turn and (memory.length or backend.depth):
                 client = turn.popleft()
                 client_id = client.id
                 if clients.get(client_id) is not client:
@@ -277,7 +277,7 @@ class Channel:
                 if client_id not in held:
                     held[client_id] = client
                     client.hold_flush()
-                count = spare if lone else min(spare, max(1, len(memory) // (len(turn) + 1)))
+                count = spare if lone else min(spare, max(1, memory.length // (len(turn) + 1)))
                 self._deliver(client, count, now)
                 if client.spare_ready() > 0 and client_id not in in_turn:
                     in_turn.add(client_id)
@@ -303,8 +303,8 @@ class Channel:
                 return
             items.append(msg)
             count = 0
-        while count > 0 and (memory or backend.depth):
-            if backend.depth and (self._from_backend or not memory):  # disk and memory take turns
+        while count > 0 and (memory.length or backend.depth):
+            if backend.depth and (self._from_backend or not memory.length):  # disk and memory take turns
                 self._from_backend = False
                 run = self._read_backend_run(count)
                 if run is None:

@@ -111,8 +111,3 @@ def encode_run(timestamp: int, ids: list[IdRun], bodies: Sequence[bytes]) -> Pay
 
 Payloads = list[Payload] | PayloadRun  # a batch of fresh payloads as the topic and channels pass it on
 
-
-def body_bytes(payloads: Payloads) -> int:
-    if payloads.__class__ is PayloadRun:
-        return payloads.body_bytes  # type: ignore[union-attr]
-    return sum(map(len, payloads)) - MESSAGE_OVERHEAD * len(payloads)

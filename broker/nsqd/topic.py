@@ -27,7 +27,7 @@ from .deferrals import DeferralStore
 from .durable_queue import DurableDiskQueue
 from .message import ID_SLICE, MESSAGE_OVERHEAD, Message, Payload, check_payload, item_payload
 from .payload_queue import PayloadQueue
-from .payload_run import Payloads, body_bytes
+from .payload_run import PayloadRun, Payloads
 
 log = logging.getLogger("nsqd")
 
@@ -65,7 +65,7 @@ class Topic:
 
     @property
     def depth(self) -> int:
-        return len(self.memory) + self.backend.depth
+        return self.memory.length + self.backend.depth
 
     # -- publishing -----------------------------------------------------------
     def put(self, item: Payload | Message) -> None:
@@ -89,7 +89,7 @@ class Topic:
             for channel in list(self.channels.values()):
                 channel.put_payloads(payloads)
             return
-        room = self.mem_queue_size - len(self.memory)
+        room = self.mem_queue_size - self.memory.length
         if room >= len(payloads):
             self.memory.extend(payloads)
         else:
@@ -111,7 +111,7 @@ class Topic:
             for channel in channels:
                 channel.put_payloads(payloads)
             return True
-        if len(self.memory) + count > self.mem_queue_size:
+        if self.memory.length + count > self.mem_queue_size:
             return False
         self._count(payloads)
         self.memory.extend(payloads)
@@ -120,17 +120,18 @@ class Topic:
 
     def _count(self, payloads: Payloads) -> None:
         self.message_count += len(payloads)
-        self.message_bytes += body_bytes(payloads)
+        self.message_bytes += (payloads.body_bytes if payloads.__class__ is PayloadRun  # type: ignore[union-attr]
+                               else sum(map(len, payloads)) - MESSAGE_OVERHEAD * len(payloads))
 
     def _flowing(self) -> bool:
         return self.started and not self.paused and not self.exiting and bool(self.channels)
 
     def _straight_to_channels(self) -> bool:
         """A fresh message skips the topic's queues: it flows and nothing older waits."""
-        return self._flowing() and not self.memory and not self.backend.depth
+        return self._flowing() and not self.memory.length and not self.backend.depth
 
     def _enqueue(self, item: Payload | Message) -> None:
-        if len(self.memory) < self.mem_queue_size:
+        if self.memory.length < self.mem_queue_size:
             self.memory.append(item)
             return
         if item.__class__ is Message and item.defer > 0 and self.deferrals is not None:  # type: ignore[union-attr]
@@ -219,7 +220,7 @@ class Topic:
                     msg.defer = defer
                     return msg, token
             return payload, token
-        if self.memory:
+        if self.memory.length:
             return self.memory.popleft(), None
         return None
 
