@@ -163,6 +163,7 @@ async def measure(kind: str, batch: int, count: int, rounds: int) -> list[float]
                 return await consume_rounds(nsqd, batch, count, rounds)
             return await publish_rounds(nsqd, kind, batch, count, rounds)
         finally:
+            nsqd.delete_topic(TOPIC)  # nothing to write at stop: the run's work is what it measured
             await nsqd.stop()
 
 

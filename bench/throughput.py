@@ -3,6 +3,7 @@ same run, medians of --runs. Prints figures, asserts nothing.
 
     .venv/bin/python bench/throughput.py [--runs 3] [--seconds 5] [--only bench_reader,mpub_100]
     NSQD_REF=/path/to/nsqd .venv/bin/python bench/throughput.py   # another reference than ../shared
+    .venv/bin/python bench/throughput.py --previous "env PYTHONPATH=<tree>/broker:<tree>/protocol .venv/bin/python -m nsqd.cli"
 
 Go's nsqd and its load generators (bench_writer, bench_reader) come from
 ../shared/nsq-v1.3.0/bin unless NSQD_REF names another nsqd (its tools are looked for
@@ -18,6 +19,8 @@ beside it first). Every server runs with --mem-queue-size=1000000 --max-rdy-coun
 | pub_pipelined | the Python generator: PUBs in windows of 256 |
 
 Per row: msgs/s, ours/Go, peak RSS, and nsqd's CPU (user+system) per message moved.
+``--previous`` adds a third server to every row (another version of ours, e.g. a tree
+from ``git archive``), alternated with the other two, and its columns with ours/previous.
 """
 from __future__ import annotations
 
@@ -83,26 +86,34 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="length of the Go-tool rows")
     parser.add_argument("--scale", type=float, default=1.0, help="message counts of the Python rows")
     parser.add_argument("--only", default="", help="comma-separated rows")
+    parser.add_argument("--previous", default="", help="command of a third nsqd to alternate with (ours before a change)")
     args = parser.parse_args()
     ref = reference_nsqd()
     if not ref:
         sys.exit("no Go nsqd: set NSQD_REF or put NSQ v1.3.0 in ../shared/nsq-v1.3.0")
     names = [r for r in ROWS if not args.only or r in args.only.split(",")]
+    servers = [("ours", OURS), ("go", ref)] + ([("prev", args.previous)] if args.previous else [])
+    extra = f"{'prev msgs/s':>12}{'ours/prev':>10}{'prev RSS':>9}{'prev us/msg':>12}" if args.previous else ""
     print(f"{'row':<18}{'ours msgs/s':>12}{'Go msgs/s':>12}{'ours/Go':>9}{'ours RSS':>10}{'Go RSS':>8}"
-          f"{'ours us/msg':>12}{'Go us/msg':>10}", flush=True)
+          f"{'ours us/msg':>12}{'Go us/msg':>10}{extra}", flush=True)
     for name in names:
-        runs: dict[str, list[Figures]] = {"ours": [], "go": []}
-        for _ in range(args.runs):  # alternated, so both see the same machine
-            for label, command in (("ours", OURS), ("go", ref)):
+        runs: dict[str, list[Figures]] = {label: [] for label, _ in servers}
+        for _ in range(args.runs):  # alternated, so all see the same machine
+            for label, command in servers:
                 if name in PYTHON_ROWS:
                     runs[label].append(python_row(name, command, args.scale))
                 else:
                     runs[label].append(go_row(name, command, args.seconds))
-        ours, go = ({f: statistics.median(getattr(r, f) for r in rs) for f in ("rate", "rss_mib", "cpu_us")}
-                    for rs in (runs["ours"], runs["go"]))
-        print(f"{name:<18}{ours['rate']:>12.0f}{go['rate']:>12.0f}{ours['rate'] / go['rate']:>9.2f}"
-              f"{ours['rss_mib']:>10.0f}{go['rss_mib']:>8.0f}{ours['cpu_us']:>12.2f}{go['cpu_us']:>10.2f}",
-              flush=True)
+        med = {label: {f: statistics.median(getattr(r, f) for r in rs) for f in ("rate", "rss_mib", "cpu_us")}
+               for label, rs in runs.items()}
+        ours, go = med["ours"], med["go"]
+        line = (f"{name:<18}{ours['rate']:>12.0f}{go['rate']:>12.0f}{ours['rate'] / go['rate']:>9.2f}"
+                f"{ours['rss_mib']:>10.0f}{go['rss_mib']:>8.0f}{ours['cpu_us']:>12.2f}{go['cpu_us']:>10.2f}")
+        if "prev" in med:
+            prev = med["prev"]
+            line += (f"{prev['rate']:>12.0f}{ours['rate'] / prev['rate']:>10.2f}{prev['rss_mib']:>9.0f}"
+                     f"{prev['cpu_us']:>12.2f}")
+        print(line, flush=True)
 
 
 if __name__ == "__main__":

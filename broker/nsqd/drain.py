@@ -100,7 +100,9 @@ class Drain:
 
     @property
     def refuses_publishes(self) -> bool:
-        return self.draining and (self.handoff is not None or not self.nsqd.options.drain_accept_publishes)
+        # asked on every publish: ``draining`` read in place, not through its property
+        return self.started_at is not None and (
+            self.handoff is not None or not self.nsqd.options.drain_accept_publishes)
 
     @property
     def persisted(self) -> bool:

@@ -20,11 +20,12 @@ Item = Payload | Message
 
 
 class PayloadQueue:
-    __slots__ = ("_entries", "length")
+    __slots__ = ("_entries", "length", "_runs")
 
     def __init__(self) -> None:
         self._entries: deque[Item | PayloadRun] = deque()
         self.length = 0
+        self._runs = 0  # entries that are runs: with none, the entries are the messages
 
     def __len__(self) -> int:
         return self.length
@@ -33,6 +34,8 @@ class PayloadQueue:
         return self.length > 0
 
     def __iter__(self) -> Iterator[Item]:
+        if not self._runs:
+            return iter(self._entries)  # type: ignore[arg-type]
         return chain.from_iterable(
             entry if entry.__class__ is PayloadRun else (entry,) for entry in self._entries)  # type: ignore[misc]
 
@@ -48,8 +51,10 @@ class PayloadQueue:
             return
         if payloads.__class__ is PayloadRun:
             self._entries.append(payloads.view())  # type: ignore[union-attr]
+            self._runs += 1
         elif count >= PACK_MIN:
             self._entries.append(PayloadRun.of(payloads))  # type: ignore[arg-type]
+            self._runs += 1
         else:
             self._entries.extend(payloads)
         self.length += count
@@ -67,6 +72,7 @@ class PayloadQueue:
         payload = head.take(1)[0]  # type: ignore[union-attr]
         if not head:
             entries.popleft()
+            self._runs -= 1
         return payload
 
     def popleft_many(self, count: int) -> list[Item]:
@@ -79,6 +85,7 @@ class PayloadQueue:
                 part = head.take(count)  # type: ignore[union-attr]
                 if not head:
                     entries.popleft()
+                    self._runs -= 1
                 taken += part
                 count -= len(part)
                 continue
@@ -110,6 +117,7 @@ class PayloadQueue:
                 singles = []
             if len(head) <= left:  # type: ignore[arg-type]
                 entries.popleft()
+                self._runs -= 1
                 batches.append(head)  # type: ignore[arg-type]
                 left -= len(head)  # type: ignore[arg-type]
             else:
@@ -132,8 +140,10 @@ class PayloadQueue:
         payload = tail.take_last()  # type: ignore[union-attr]
         if not tail:
             entries.pop()
+            self._runs -= 1
         return payload
 
     def clear(self) -> None:
         self._entries.clear()
         self.length = 0
+        self._runs = 0
