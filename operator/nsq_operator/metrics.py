@@ -5,6 +5,7 @@ stuck in one phase" reads these."""
 from __future__ import annotations
 
 import datetime
+from wsgiref.simple_server import WSGIServer
 from typing import Any, Iterator, Mapping
 
 import kopf
@@ -61,7 +62,9 @@ def registry(collector: RolloutCollector) -> CollectorRegistry:
     return found
 
 
-def serve(address: str, collector: RolloutCollector) -> None:
-    """/metrics on ``address`` (host:port) from a thread of prometheus_client's."""
+def serve(address: str, collector: RolloutCollector) -> WSGIServer:
+    """/metrics on ``address`` (host:port) from a thread of prometheus_client's; the server
+    (``shutdown()`` stops it)."""
     host, port = split_listen_address(address)
-    start_http_server(port, addr=host, registry=registry(collector))
+    server, _thread = start_http_server(port, addr=host, registry=registry(collector))
+    return server

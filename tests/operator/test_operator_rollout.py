@@ -7,13 +7,18 @@ crash-looping pod is replaced without a drain, and an nsqd pod deleted by someon
 (an eviction) drains itself on SIGTERM within its grace period."""
 from __future__ import annotations
 
+import urllib.request
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from nsq_operator import metrics
 
 from nsq_operator.constants import PAUSED_ANNOTATION, RESTART_ANNOTATION
 from tests.broker.wire import WireConn
 from tests.operator.harness import OperatorUnderTest
+from tests.servers import free_port
 from tests.operator.rolling import (depth, drains, events, freeze, image_of, nsqd_log, pod, publish, rolled, rollout,
                                     signal_pod, thaw)
 
@@ -28,6 +33,26 @@ async def retire(operator: OperatorUnderTest, cluster: str) -> None:
     async def gone() -> bool:
         return await operator.get("NsqCluster", cluster) is None and await pod(operator, f"{cluster}-nsqd-0") is None
     await operator.until(gone, 40, f"{cluster} and its pods gone")
+
+
+def assert_metrics_show_the_stuck_roll(operator: OperatorUnderTest, cluster: str, phase: str) -> None:
+    """The operator's /metrics, served as the CLI serves it over the operator's own
+    Runtime (fed by kopf's index), say which phase the roll is stuck in and since when."""
+    server = metrics.serve(f"127.0.0.1:{free_port('127.0.0.1')}", metrics.RolloutCollector(operator.runtime))
+    try:
+        host, port = server.server_address[:2]
+        with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
+    finally:
+        server.shutdown()
+        server.server_close()
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(text) for s in family.samples}
+    stuck = (("cluster", cluster), ("namespace", operator.namespace), ("phase", phase))
+    assert samples[("nsq_operator_rollout_in_progress", stuck)] == 1
+    assert samples[("nsq_operator_rollout_phase_seconds", stuck)] > 0
+    assert samples[("nsq_operator_rollout_failures", stuck[:2])] >= 1
+    assert samples[("nsq_operator_clusters", ())] >= 1
 
 
 def pods_of(cluster: str, nsqds: int) -> list[str]:
@@ -131,6 +156,7 @@ async def test_a_stuck_drain_stops_the_roll_degraded_until_it_finishes(operator:
             assert condition["reason"] == "RolloutBlocked"
             assert "stuck-nsqd-1" in condition["message"] and "has not finished" in condition["message"]
             assert (await rollout(operator, "stuck"))["failures"] >= 1
+            assert_metrics_show_the_stuck_roll(operator, "stuck", "Draining")
             assert await events(operator, "stuck", "RolloutBlocked")
             assert operator.pod_json("stuck-nsqd-0", "/config/max_rdy_count") != 7  # the roll went no further
         finally:
