@@ -112,7 +112,7 @@ async def test_storage_grows_in_place_and_cannot_shrink_or_change_class(operator
     async def adopted() -> bool:
         pod = await operator.core(f"{PODS}/disk-nsqd-0")
         return [r["uid"] for r in pod["metadata"].get("ownerReferences", [])] == [sts["metadata"]["uid"]]
-    await operator.until(adopted, 20, "the running nsqd adopted by the new StatefulSet")
+    await operator.until(adopted, 60, "the running nsqd adopted by the new StatefulSet")
     assert (await operator.core(f"{PODS}/disk-nsqd-0"))["metadata"]["uid"] == pod_uid
     assert operator.pod_json("disk-nsqd-0", "/stats?format=json")["start_time"] == started  # never restarted
     await operator.ready("NsqCluster", "disk", timeout=40)
