@@ -83,7 +83,15 @@ class InFlightQueue:
     def _detach(self, batch: DeliveryBatch, msg_id: bytes) -> Message:
         msg = batch.message(msg_id)
         self._leave_batch(batch, 1)
-        self.push(msg, batch.deadline, batch.fifo)
+        fifo = self._fifos[batch.fifo]
+        if fifo and next(reversed(fifo.values())).deadline > batch.deadline:
+            # later deliveries are queued behind the batch: at the FIFO's end this deadline
+            # would break its order and wait for theirs, so it goes to the heap
+            self._by_id[msg_id] = msg
+            msg.fifo = None
+            heapq.heappush(self._irregular, (msg.deadline, msg_id))
+        else:
+            self.push(msg, batch.deadline, batch.fifo)
         return msg
 
     def _leave_batch(self, batch: DeliveryBatch, count: int) -> None:
