@@ -157,10 +157,14 @@ def nsqd_exposes(servers: Any) -> set[str]:
 
 
 class _Rolling:
-    """A runtime whose kopf index holds one cluster in the middle of a roll."""
-    since = (datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    rollout_index = {("shop", "nsq"): [{"phase": "Draining", "pod": "nsq-nsqd-2", "since": since, "failures": 1}],
-                     ("shop", "idle"): [{}]}
+    """A runtime whose kopf index holds one cluster three minutes into a roll's phase."""
+
+    def __init__(self) -> None:
+        since = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=3)
+        self.rollout_index = {
+            ("shop", "nsq"): [{"phase": "Draining", "pod": "nsq-nsqd-2", "failures": 1,
+                               "since": since.strftime("%Y-%m-%dT%H:%M:%SZ")}],
+            ("shop", "idle"): [{}]}
 
 
 def operator_exposes() -> set[str]:
