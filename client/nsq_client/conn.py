@@ -45,11 +45,12 @@ class ConnectionDelegate:
     def on_message(self, conn: "Connection", message: Message) -> None:
         message.requeue(backoff=False)  # nobody consumes here: hand it back at once
 
-    def on_message_frame(self, conn: "Connection", data: bytes) -> None:
-        """With ``raw_messages``: a message frame's payload (timestamp, attempts, ID,
-        body as :func:`nsq_protocol.message.decode_message` reads them), answered later
-        by ID through :meth:`Connection.finish_ids` and its kin."""
-        raise NotImplementedError("a delegate of a raw_messages connection takes on_message_frame")
+    def on_message_frames(self, conn: "Connection", payloads: list[bytes]) -> None:
+        """With ``raw_messages``: message frames' payloads (timestamp, attempts, ID,
+        body as :func:`nsq_protocol.message.decode_message` reads them), in the order they
+        came, as many at once as one read brought; answered later by ID through
+        :meth:`Connection.finish_ids` and its kin."""
+        raise NotImplementedError("a delegate of a raw_messages connection takes on_message_frames")
 
     def on_message_finished(self, conn: "Connection", message: Message) -> None: ...
 
@@ -66,7 +67,7 @@ class ConnectionDelegate:
 class Connection:
     def __init__(self, address: str, config: Config, delegate: ConnectionDelegate | None = None,
                  raw_messages: bool = False) -> None:
-        """``raw_messages``: hand message frames to ``delegate.on_message_frame`` as they
+        """``raw_messages``: hand message frames to ``delegate.on_message_frames`` as they
         came, with no :class:`Message` built for each (for consumers that take many
         messages at once and answer them in bulk)."""
         self.address = address
@@ -214,7 +215,11 @@ class Connection:
         reason: BaseException | None = None
         try:
             while not self._closed.is_set():
-                while not self._closed.is_set() and (frame := self._frames.next_frame()) is not None:
+                while not self._closed.is_set():
+                    if self.raw_messages and self._deliver_raw(self._frames.next_message_payloads()):
+                        continue
+                    if (frame := self._frames.next_frame()) is None:
+                        break
                     self._dispatch(frame)
                 if not self._closed.is_set():
                     await self._read_chunk()
@@ -230,13 +235,23 @@ class Connection:
         finally:
             self._finalize(reason)
 
+    def _deliver_raw(self, payloads: list[bytes]) -> bool:
+        """A run of message frames, handed over in one call (``raw_messages``)."""
+        if not payloads:
+            return False
+        self.in_flight += len(payloads)
+        self.messages_received += len(payloads)
+        self.last_message_time = time.monotonic()
+        self.delegate.on_message_frames(self, payloads)
+        return True
+
     def _dispatch(self, frame: Frame) -> None:
         if frame.is_message:
             self.in_flight += 1
             self.messages_received += 1
             self.last_message_time = time.monotonic()
             if self.raw_messages:
-                self.delegate.on_message_frame(self, frame.data)
+                self.delegate.on_message_frames(self, [frame.data])
             else:
                 self.delegate.on_message(self, Message(decode_message(frame.data), self.address, self))
         elif frame.is_response:

@@ -25,7 +25,7 @@ from nsq_client.lookup import LookupdPoller, nodes_with_topic
 from nsq_client.rdy import split_max_in_flight
 from nsq_protocol import ProtocolError
 from nsq_protocol.errors import E_BAD_MESSAGE
-from nsq_protocol.message import MESSAGE_HEADER, MESSAGE_HEADER_SIZE
+from nsq_protocol.message import MESSAGE_HEADER_SIZE
 
 from .ledger import Held, Ledger
 from .options import SourceOptions
@@ -131,14 +131,14 @@ class Feed(ConnectionDelegate):
                 conn.send_rdy(count)
 
     # -- ConnectionDelegate -------------------------------------------------------
-    def on_message_frame(self, conn: Connection, data: bytes) -> None:
-        if len(data) < MESSAGE_HEADER_SIZE:
-            raise ProtocolError(E_BAD_MESSAGE, f"message too short ({len(data)} bytes)")
+    def on_message_frames(self, conn: Connection, payloads: list[bytes]) -> None:
+        shortest = min(map(len, payloads))
+        if shortest < MESSAGE_HEADER_SIZE:
+            raise ProtocolError(E_BAD_MESSAGE, f"message too short ({shortest} bytes)")
         if self._closing or self._draining:
-            conn.requeue_ids([data[10:26]])  # sent before RDY 0 reached nsqd
+            conn.requeue_ids(Held(payloads).ids)  # sent before RDY 0 reached nsqd
             return
-        timestamp, attempts = MESSAGE_HEADER.unpack_from(data, 0)
-        self.ledger.add(data[10:26], data[26:], timestamp, attempts, conn)
+        self.ledger.add(payloads, conn)
 
     def on_server_error(self, conn: Connection, error: ServerError) -> None:
         self._fail(NsqSourceError(f"{conn.address}: nsqd answered {error.code}: {error.text}"))

@@ -1,9 +1,10 @@
 """The messages a reader holds: numbered 1, 2, ... in arrival order, kept until they are
 released (FINed after Spark's commit, or handed back to nsqd).
 
-They are kept column by column (IDs, bodies, timestamps, attempts, the connection that
-delivered each), not as one object per message: a micro-batch becomes Arrow columns and
-its FINs one write per connection, with no per-message objects in between.
+They are kept as nsqd framed them (timestamp, attempts, ID, body in one ``bytes``), next
+to the connection that delivered each: a run of deliveries is added in one call, a
+micro-batch becomes Arrow columns in a few vectorised steps (:mod:`schema`) and its FINs
+one write per connection, with no per-message objects in between.
 """
 from __future__ import annotations
 
@@ -11,38 +12,47 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Generic, Iterator, TypeVar
 
+from nsq_protocol.message import MESSAGE_HEADER, MESSAGE_HEADER_SIZE
+
 C = TypeVar("C")  # whatever answers for a message: the connection that delivered it
+
+ID_START, ID_END = MESSAGE_HEADER.size, MESSAGE_HEADER_SIZE  # where a message's ID sits in its frame
 
 
 @dataclass
 class Held(Generic[C]):
-    """Messages, column by column; row ``i`` of every list is one message."""
+    """Messages: row ``i`` is ``frames[i]``, delivered by ``conns[i]``."""
 
-    ids: list[bytes] = field(default_factory=list)
-    bodies: list[bytes] = field(default_factory=list)
-    timestamps: list[int] = field(default_factory=list)   # nanoseconds since the epoch
-    attempts: list[int] = field(default_factory=list)
+    frames: list[bytes] = field(default_factory=list)
     conns: list[C] = field(default_factory=list)
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return len(self.frames)
+
+    @property
+    def ids(self) -> list[bytes]:
+        return [frame[ID_START:ID_END] for frame in self.frames]
 
     def slice(self, begin: int, end: int) -> "Held[C]":
-        return Held(self.ids[begin:end], self.bodies[begin:end], self.timestamps[begin:end],
-                    self.attempts[begin:end], self.conns[begin:end])
+        return Held(self.frames[begin:end], self.conns[begin:end])
 
     def by_conn(self) -> dict[C, list[bytes]]:
         """The IDs of each connection's messages, in order."""
+        if not self.conns:
+            return {}
+        first = self.conns[0]
+        if self.conns.count(first) == len(self.conns):  # one connection: no grouping to do
+            return {first: self.ids}
         groups: dict[C, list[bytes]] = defaultdict(list)
-        for conn, msg_id in zip(self.conns, self.ids):
-            groups[conn].append(msg_id)
+        for conn, frame in zip(self.conns, self.frames):
+            groups[conn].append(frame[ID_START:ID_END])
         return dict(groups)
 
     def _take(self, begin: int, end: int) -> "Held[C]":
         """Remove and return rows ``begin:end``."""
         taken = self.slice(begin, end)
-        for column in (self.ids, self.bodies, self.timestamps, self.attempts, self.conns):
-            del column[begin:end]
+        del self.frames[begin:end]
+        del self.conns[begin:end]
         return taken
 
 
@@ -57,20 +67,17 @@ class Ledger(Generic[C]):
 
     def __iter__(self) -> Iterator[bytes]:
         """The IDs held, in order."""
-        return iter(list(self._held.ids))
+        return iter(self._held.ids)
 
     def held(self) -> Held[C]:
         """A copy of what is held."""
         return self._held.slice(0, len(self._held))
 
-    def add(self, msg_id: bytes, body: bytes, timestamp: int, attempts: int, conn: C) -> int:
-        held = self._held
-        held.ids.append(msg_id)
-        held.bodies.append(body)
-        held.timestamps.append(timestamp)
-        held.attempts.append(attempts)
-        held.conns.append(conn)
-        self.received += 1
+    def add(self, frames: list[bytes], conn: C) -> int:
+        """Hold message frames ``conn`` delivered, in order; the number of the last one."""
+        self._held.frames += frames
+        self._held.conns += [conn] * len(frames)
+        self.received += len(frames)
         return self.received
 
     def between(self, after: int, through: int) -> Held[C]:

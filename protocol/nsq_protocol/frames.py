@@ -85,6 +85,31 @@ class FrameDecoder:
         self._pos = end
         return Frame(frame_type, data)
 
+    def next_message_payloads(self) -> list[bytes]:
+        """The data of the complete message frames at the head of the buffer, up to the
+        first frame of another type or the first incomplete one (both stay for
+        :meth:`next_frame`). One call for a whole chunk of deliveries, no :class:`Frame`
+        per message: for consumers that take many messages at once."""
+        buf, pos, available = self._buf, self._pos, len(self._buf)
+        payloads: list[bytes] = []
+        append, unpack, limit = payloads.append, FRAME_HEADER.unpack_from, self.max_frame_size
+        with memoryview(buf) as view:
+            while available - pos >= 8:
+                size, frame_type = unpack(buf, pos)
+                if frame_type != FRAME_MESSAGE:
+                    break
+                if size < 4 or size > limit:
+                    raise ProtocolError(E_BAD_BODY, f"invalid frame size {size}")
+                end = pos + 4 + size
+                if end > available:
+                    break
+                append(bytes(view[pos + 8:end]))
+                pos = end
+        self._pos = pos
+        if payloads:
+            self._compact()
+        return payloads
+
     def take_unparsed(self) -> bytes:
         """Hand back buffered bytes not yet decoded (e.g. when the stream's encoding changes)."""
         rest = bytes(self._buf[self._pos:])

@@ -7,10 +7,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nsq_spark.ledger import Ledger
+from nsq_protocol.message import encode_message
+from nsq_spark.ledger import Held, Ledger
 from nsq_spark.offsets import Position, messages_between
 from nsq_spark.options import OptionError, SinkOptions, SourceOptions, parse_options
 from nsq_spark.publish import BadRowError, arrow_bodies, mpub_chunks
+from nsq_spark.schema import ARROW_SCHEMA, record_batch
 
 SOURCE = {"topic": "events", "channel": "spark", "nsqd_tcp_addresses": "127.0.0.1:4150"}
 
@@ -62,33 +64,47 @@ def test_offsets_round_trip_and_ranges_belong_to_one_session() -> None:
 
 
 # -- ledger --------------------------------------------------------------------------
+def msg_id(name: str) -> bytes:
+    return name.encode().ljust(16, b"-")
+
+
+def frame(name: str) -> bytes:
+    return encode_message(msg_id(name), len(name), 1, b"body of " + name.encode())
+
+
 def add(ledger: Ledger[str], name: str, conn: str = "c1") -> int:
-    return ledger.add(name.encode(), b"body of " + name.encode(), len(name), 1, conn)
+    return ledger.add([frame(name)], conn)
+
+
+def ids(*names: str) -> list[bytes]:
+    return [msg_id(name) for name in names]
 
 
 def test_ledger_numbers_in_arrival_order_and_releases_in_order() -> None:
     ledger: Ledger[str] = Ledger()
     assert [add(ledger, x) for x in "abcde"] == [1, 2, 3, 4, 5]
     held = ledger.between(1, 4)
-    assert (held.ids, held.bodies) == ([b"b", b"c", b"d"], [b"body of b", b"body of c", b"body of d"])
-    assert ledger.release_through(2).ids == [b"a", b"b"]
+    assert held.frames == [frame("b"), frame("c"), frame("d")] and held.ids == ids("b", "c", "d")
+    assert ledger.release_through(2).ids == ids("a", "b")
     assert ledger.release_through(2).ids == []
-    assert ledger.between(2, 5).ids == [b"c", b"d", b"e"]
+    assert ledger.between(2, 5).ids == ids("c", "d", "e")
     with pytest.raises(LookupError):
         ledger.between(1, 3)  # already released
     with pytest.raises(LookupError):
         ledger.between(4, 6)  # not received yet
-    assert ledger.drop_after(3).ids == [b"d", b"e"]
+    assert ledger.drop_after(3).ids == ids("d", "e")
     assert add(ledger, "f") == 4  # a dropped number is given again
-    assert list(ledger) == [b"c", b"f"]
+    assert list(ledger) == ids("c", "f")
+    assert ledger.add([frame("g"), frame("h")], "c2") == 6  # a run of deliveries at once
+    assert ledger.held().conns == ["c1", "c1", "c2", "c2"]
 
 
 def test_held_messages_are_answered_per_connection_in_order() -> None:
     ledger: Ledger[str] = Ledger()
     for name, conn in [("a", "n1"), ("b", "n2"), ("c", "n1"), ("d", "n1"), ("e", "n2")]:
         add(ledger, name, conn)
-    assert ledger.release_through(4).by_conn() == {"n1": [b"a", b"c", b"d"], "n2": [b"b"]}
-    assert ledger.held().by_conn() == {"n2": [b"e"]}
+    assert ledger.release_through(4).by_conn() == {"n1": ids("a", "c", "d"), "n2": ids("b")}
+    assert ledger.held().by_conn() == {"n2": ids("e")}
 
 
 @given(st.lists(st.sampled_from(["add", "release", "drop"]), max_size=60), st.data())
@@ -101,7 +117,7 @@ def test_ledger_holds_exactly_what_was_added_and_not_released(steps: list[str], 
         if step == "add":
             counter += 1
             assert add(ledger, str(counter)) == first + len(model)
-            model.append(str(counter).encode())
+            model.append(msg_id(str(counter)))
         elif step == "release":
             through = data.draw(st.integers(0, first + len(model) + 2))
             n = max(0, min(through, first + len(model) - 1) - first + 1)
@@ -113,9 +129,31 @@ def test_ledger_holds_exactly_what_was_added_and_not_released(steps: list[str], 
             assert ledger.drop_after(after).ids == model[keep:]
             model = model[:keep]
         assert list(ledger) == model
-        held = ledger.held()
-        assert held.bodies == [b"body of " + i for i in model] and held.timestamps == [len(i) for i in model]
+        assert ledger.held().frames == [frame(i.rstrip(b"-").decode()) for i in model]
         assert (ledger.released, ledger.received) == (first - 1, first - 1 + len(model))
+
+
+# -- rows ------------------------------------------------------------------------------
+class Conn:
+    def __init__(self, address: str) -> None:
+        self.address = address
+
+
+CONNS = [Conn("127.0.0.1:4150"), Conn("[::1]:4250")]
+
+
+@given(st.lists(st.tuples(st.integers(0, 2**63 - 1), st.integers(0, 2**16 - 1),
+                          st.binary(min_size=16, max_size=16).map(lambda b: bytes(c % 128 for c in b)),
+                          st.binary(min_size=1, max_size=64), st.sampled_from(CONNS)), max_size=40))
+def test_rows_are_cut_out_of_the_frames_exactly(messages: list[tuple[int, int, bytes, bytes, Conn]]) -> None:
+    held: Held[Conn] = Held([encode_message(i, ts, att, body) for ts, att, i, body, _ in messages],
+                            [conn for *_, conn in messages])
+    batch = record_batch(held, "topic", "chan")
+    assert batch.schema == ARROW_SCHEMA
+    micros = batch.column("timestamp").cast(pa.int64()).to_pylist()
+    assert [(r["id"], r["body"], m, r["attempts"], r["nsqd_address"], r["topic"], r["channel"])
+            for r, m in zip(batch.to_pylist(), micros)] == \
+        [(i.decode(), body, ts // 1000, att, conn.address, "topic", "chan") for ts, att, i, body, conn in messages]
 
 
 # -- MPUB chunks and bodies ------------------------------------------------------------

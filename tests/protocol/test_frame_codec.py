@@ -4,6 +4,8 @@ from __future__ import annotations
 import struct
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nsq_protocol import (
     FRAME_ERROR,
@@ -167,3 +169,36 @@ def test_long_stream_in_odd_chunks_loses_nothing() -> None:
         got += drain(d)
     assert got == frames
     assert d.take_unparsed() == b""
+
+
+def take_all(decoder: FrameDecoder) -> list[Frame]:
+    """Message frames taken in runs, any other frame one at a time, as a bulk consumer does."""
+    got: list[Frame] = []
+    while True:
+        got += [Frame(FRAME_MESSAGE, data) for data in decoder.next_message_payloads()]
+        frame = decoder.next_frame()
+        if frame is None:
+            return got
+        got.append(frame)
+
+
+@given(st.lists(st.tuples(st.sampled_from([FRAME_RESPONSE, FRAME_ERROR, FRAME_MESSAGE, FRAME_MESSAGE]),
+                          st.binary(max_size=300)), max_size=80),
+       st.integers(1, 2000))
+def test_message_runs_taken_in_bulk_come_out_as_frame_by_frame(spec: list[tuple[int, bytes]], chunk: int) -> None:
+    frames = [Frame(t, data) for t, data in spec]
+    stream = b"".join(encode_frame(f.type, f.data) for f in frames)
+    d = FrameDecoder()
+    got: list[Frame] = []
+    for start in range(0, len(stream), chunk):
+        d.feed(stream[start:start + chunk])
+        got += take_all(d)
+    assert got == frames
+    assert d.take_unparsed() == b""
+
+
+def test_a_bad_size_in_a_run_of_messages_is_refused() -> None:
+    d = FrameDecoder(max_frame_size=100)
+    d.feed(encode_frame(FRAME_MESSAGE, b"m" * 30) + header(101, FRAME_MESSAGE))
+    with pytest.raises(ProtocolError, match="invalid frame size 101"):
+        d.next_message_payloads()
