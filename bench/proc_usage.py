@@ -67,6 +67,7 @@ class ProcessMeter:
         self._start: dict[int, float] = {}
         self._last: dict[int, tuple[str, float]] = {}
         self._peak: dict[int, int] = {}
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cpu-meter", daemon=True)
 
@@ -82,6 +83,10 @@ class ProcessMeter:
         return found
 
     def _sample(self) -> None:
+        with self._lock:
+            self._sample_locked()
+
+    def _sample_locked(self) -> None:
         table = _processes()
         for pid in self._descendants(table):
             if pid in table:
@@ -104,6 +109,13 @@ class ProcessMeter:
         self._stop.set()
         self._thread.join()
         self._sample()
+
+    def cpu_now(self) -> dict[str, float]:
+        """CPU seconds spent so far inside the block, by role (sampled now): the
+        difference of two of them is what a stretch of the run cost."""
+        self._sample()
+        with self._lock:
+            return self.cpu_by_role()
 
     def cpu_by_role(self) -> dict[str, float]:
         spent: dict[str, float] = defaultdict(float)

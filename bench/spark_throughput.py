@@ -11,7 +11,8 @@ to the message count, as a pipeline's broker should be):
 - ``nsq_to_noop``: messages queued in nsqd, then ``readStream.format("nsq")`` into Spark's
   no-op sink, timed from the query's start until nsqd saw every message FINed (which
   happens only after Spark committed the batch holding it).
-- ``nsq_to_parquet``: the same into Parquet files.
+- ``nsq_to_parquet``: the same into Parquet files, encoded as the archive job encodes them
+  (``nsq_spark.archive.PARQUET_OPTIONS``).
 - ``spark_to_nsq``: ``spark.range(n)`` as string bodies, ``write.format("nsq")``.
 - with ``--scaling``: ``nsq_to_parquet`` with 1, 2 and 4 partitions per micro-batch, and
   ``2_copies_parquet``: two queries (each its own reader and checkpoint, as two copies of
@@ -51,6 +52,7 @@ from pyspark.sql.streaming import StreamingQuery  # noqa: E402
 from bench.proc_usage import ProcessMeter  # noqa: E402
 from nsq_protocol.commands import encode_mpub_body  # noqa: E402
 from nsq_spark import DrainSignal, register  # noqa: E402
+from nsq_spark.archive import PARQUET_OPTIONS  # noqa: E402
 from tests.pipeline.standalone import StandaloneCluster  # noqa: E402
 from tests.servers import Nsqd, wait_for  # noqa: E402
 
@@ -66,6 +68,7 @@ class Run:
     seconds: float
     startup: float                  # until the first message was FINed (or published)
     steady: float                   # msgs/s after that
+    steady_cpu: dict[str, float] = field(default_factory=dict)  # CPU s per 100k after that, by process
     cpu: dict[str, float] = field(default_factory=dict)
     peak_rss: dict[str, int] = field(default_factory=dict)
 
@@ -82,6 +85,7 @@ class Setup:
     batch: int
     partitions: int
     progress: bool
+    parquet_options: dict[str, str] = field(default_factory=lambda: dict(PARQUET_OPTIONS))
 
 
 def body(i: int, size: int) -> bytes:
@@ -104,25 +108,37 @@ def finished(nsqd: Nsqd) -> int:
     return channel["message_count"] - channel["depth"] - channel["in_flight_count"] - channel["deferred_count"]
 
 
-def timed(count: int, done_so_far: Callable[[], int], check: Callable[[], None] = lambda: None,
-          ) -> tuple[float, float, float]:
-    """Poll ``done_so_far`` until it reaches ``count``: (total, start-up, steady msgs/s)."""
+@dataclass
+class Timing:
+    total: float
+    startup: float
+    steady: float                                              # msgs/s
+    steady_cpu: dict[str, float] = field(default_factory=dict)  # CPU s per 100k, by process, steady part
+
+
+def timed(count: int, done_so_far: Callable[[], int], meter: ProcessMeter,
+          check: Callable[[], None] = lambda: None) -> Timing:
+    """Poll ``done_so_far`` until it reaches ``count``."""
     started = time.monotonic()
-    first: tuple[float, int] | None = None
+    first: tuple[float, int, dict[str, float]] | None = None
     while True:
         check()
         done, now = done_so_far(), time.monotonic()
         if done and first is None:
-            first = (now, done)
+            first = (now, done, meter.cpu_now())
         if done >= count:
             break
         if now - started > 3600:
             raise TimeoutError(f"{done} of {count} after an hour")
         time.sleep(0.05)
     assert first is not None
-    total, startup = now - started, first[0] - started
-    steady = (count - first[1]) / (now - first[0]) if now > first[0] and count > first[1] else float("nan")
-    return total, startup, steady
+    first_at, first_done, first_cpu = first
+    if not (now > first_at and count > first_done):
+        return Timing(now - started, first_at - started, float("nan"))
+    last_cpu = meter.cpu_now()
+    per_100k = 100_000 / (count - first_done)
+    return Timing(now - started, first_at - started, (count - first_done) / (now - first_at),
+                  {role: (cpu - first_cpu.get(role, 0.0)) * per_100k for role, cpu in last_cpu.items()})
 
 
 def read_stream(setup: Setup, nsqd: Nsqd, drain: DrainSignal):  # type: ignore[no-untyped-def]
@@ -134,11 +150,11 @@ def read_stream(setup: Setup, nsqd: Nsqd, drain: DrainSignal):  # type: ignore[n
             .option("drain_file", str(drain.path)).load())
 
 
-def sink(name: str, stream, workdir: Path):  # type: ignore[no-untyped-def]
+def sink(name: str, stream, workdir: Path, parquet_options: dict[str, str]):  # type: ignore[no-untyped-def]
     writer = stream.writeStream.option("checkpointLocation", str(workdir / "checkpoint"))
     if name == "nsq_to_noop":
         return writer.format("noop")
-    return writer.format("parquet").option("path", str(workdir / "parquet"))
+    return writer.format("parquet").options(**parquet_options).option("path", str(workdir / "parquet"))
 
 
 def stop_drained(query: StreamingQuery, drain: DrainSignal) -> None:
@@ -160,13 +176,14 @@ def consume(setup: Setup, nsqd: Nsqd, workdir: Path, copies: int, sink_name: str
     with ProcessMeter() as meter:
         try:
             for i, drain in enumerate(drains):
-                queries.append(sink(sink_name, read_stream(setup, nsqd, drain), workdir / f"copy-{i}").start())
+                queries.append(sink(sink_name, read_stream(setup, nsqd, drain), workdir / f"copy-{i}",
+                                    setup.parquet_options).start())
 
             def check() -> None:
                 for query in queries:
                     if query.exception() is not None:
                         raise RuntimeError(f"the query failed: {query.exception()}")
-            total, startup, steady = timed(setup.messages, lambda: finished(nsqd), check)
+            timing = timed(setup.messages, lambda: finished(nsqd), meter, check)
         finally:
             for query, drain in zip(queries, drains):
                 if setup.progress:
@@ -174,33 +191,36 @@ def consume(setup: Setup, nsqd: Nsqd, workdir: Path, copies: int, sink_name: str
                         print(f"  batch {p['batchId']}: {p['numInputRows']} rows, {p['durationMs']}",
                               file=sys.stderr)
                 stop_drained(query, drain)
-    return Run(setup.messages, total, startup, steady, meter.cpu_by_role(), meter.peak_rss_by_role())
+    return Run(setup.messages, timing.total, timing.startup, timing.steady, timing.steady_cpu,
+               meter.cpu_by_role(), meter.peak_rss_by_role())
 
 
 def publish(setup: Setup, nsqd: Nsqd) -> Run:
     rows = setup.spark.range(setup.messages).selectExpr(
         f"rpad(format_string('%012d', id), {setup.size}, 'x') AS body")
-    timing: list[tuple[float, float, float]] = []
+    timing: list[Timing] = []
     failure: list[BaseException] = []
 
     def published() -> int:
         stats = nsqd.topic(TOPIC)
         return stats["message_count"] if stats else 0
 
-    def watch() -> None:  # Spark's write blocks the main thread (its session is that thread's)
+    def watch(meter: ProcessMeter) -> None:  # Spark's write blocks the main thread (its session is that thread's)
         try:
-            timing.append(timed(setup.messages, published))
+            timing.append(timed(setup.messages, published, meter))
         except BaseException as err:
             failure.append(err)
-    watcher = threading.Thread(target=watch, name="published", daemon=True)
     with ProcessMeter() as meter:
+        watcher = threading.Thread(target=watch, args=(meter,), name="published", daemon=True)
         watcher.start()
         (rows.write.format("nsq").mode("append").option("nsqd_tcp_addresses", nsqd.tcp_address)
          .option("topic", TOPIC).save())
         watcher.join(60)
     if failure or not timing:
         raise RuntimeError(f"every message written, but not seen at nsqd: {failure}")
-    return Run(setup.messages, *timing[0], meter.cpu_by_role(), meter.peak_rss_by_role())
+    t = timing[0]
+    return Run(setup.messages, t.total, t.startup, t.steady, t.steady_cpu, meter.cpu_by_role(),
+               meter.peak_rss_by_role())
 
 
 def run(name: str, setup: Setup) -> Run:
@@ -254,16 +274,10 @@ def report(rows: dict[str, list[Run]], write: str = "spark_to_nsq") -> None:
         print(f"{name:<20} {runs[0].messages:>9} {median([r.startup for r in runs]):>10.1f} "
               f"{steady:>9.0f} {rate:>10.0f} {rate * SIZE / 2**20:>6.1f} {ratios}")
     if any(r.cpu for runs in rows.values() for r in runs):
-        print("\nCPU seconds per 100k messages (median over runs), by process:")
-        for name, runs in rows.items():
-            roles: dict[str, list[float]] = defaultdict(list)
-            for r in runs:
-                for role, seconds in r.cpu.items():
-                    roles[role].append(seconds * 100_000 / r.messages)
-            parts = ", ".join(f"{role} {median(v):.2f}" for role, v in
-                              sorted(roles.items(), key=lambda item: -median(item[1])) if median(v) >= 0.01)
-            total = median([sum(r.cpu.values()) * 100_000 / r.messages for r in runs])
-            print(f"  {name:<20} total {total:.2f}: {parts}")
+        print("\nCPU seconds per 100k messages (median over runs), by process, the whole query:")
+        cpu_table(rows, lambda r: {role: s * 100_000 / r.messages for role, s in r.cpu.items()})
+        print("the steady part only (from the first message FINed, or published, to the last):")
+        cpu_table(rows, lambda r: r.steady_cpu)
         print("\nlargest resident memory of one process (MiB, largest over runs), by process:")
         for name, runs in rows.items():
             peak: dict[str, int] = defaultdict(int)
@@ -272,6 +286,19 @@ def report(rows: dict[str, list[Run]], write: str = "spark_to_nsq") -> None:
                     peak[role] = max(peak[role], size)
             print(f"  {name:<20} " + ", ".join(f"{role} {size / 2**20:.0f}" for role, size in
                                                sorted(peak.items(), key=lambda item: -item[1]) if size))
+
+
+def cpu_table(rows: dict[str, list[Run]], per_100k: Callable[[Run], dict[str, float]]) -> None:
+    for name, runs in rows.items():
+        roles: dict[str, list[float]] = defaultdict(list)
+        for r in runs:
+            for role, seconds in per_100k(r).items():
+                roles[role].append(seconds)
+        parts = ", ".join(f"{role} {statistics.median(v):.2f}" for role, v in
+                          sorted(roles.items(), key=lambda item: -statistics.median(item[1]))
+                          if statistics.median(v) >= 0.01)
+        total = statistics.median([sum(per_100k(r).values()) for r in runs])
+        print(f"  {name:<20} total {total:.2f}: {parts}")
 
 
 SIZE = 200
@@ -309,10 +336,10 @@ def measure(mode: str, args: argparse.Namespace, only: list[str]) -> dict[str, l
         for i in range(args.runs):
             for name, partitions in plan(only, args.scaling):
                 setup = Setup(spark, args.messages, args.size, args.batch, partitions or args.partitions,
-                              args.progress)
+                              args.progress, {} if args.parquet_defaults else dict(PARQUET_OPTIONS))
                 result = run(name, setup)
                 if not args.usage:
-                    result.cpu, result.peak_rss = {}, {}
+                    result.cpu, result.steady_cpu, result.peak_rss = {}, {}, {}
                 rows[name].append(result)
                 print(f"  {mode} run {i + 1} {name}: {result.rate:.0f} msgs/s", file=sys.stderr, flush=True)
     return rows
@@ -334,6 +361,8 @@ def main() -> None:
     parser.add_argument("--usage", action="store_true",
                         help="CPU seconds and largest resident memory per kind of process")
     parser.add_argument("--progress", action="store_true", help="print each micro-batch's timings")
+    parser.add_argument("--parquet-defaults", action="store_true",
+                        help="write Parquet with Spark's default settings, not the archive job's")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark configuration")
     args = parser.parse_args()
     SIZE = args.size

@@ -19,6 +19,16 @@ from .source import register
 
 PARTITION_COLUMNS = ("date", "hour")
 
+# How the archive's Parquet files are encoded (Hadoop options of the file sink). Every
+# message has its own ID and, as a rule, its own body: a dictionary of them is as large
+# as the column and only costs hashing every value (Parquet gives up on it after the
+# first page anyway). The other columns (address, topic, channel, attempts) repeat and
+# keep their dictionaries.
+PARQUET_OPTIONS = {
+    "parquet.enable.dictionary#id": "false",
+    "parquet.enable.dictionary#body": "false",
+}
+
 
 @dataclass(frozen=True)
 class ArchiveJob:
@@ -45,7 +55,7 @@ def start_archive(spark: SparkSession, job: ArchiveJob) -> StreamingQuery:
     register(spark)
     stream = spark.readStream.format("nsq").options(**job.source_options).load()
     rows = with_partition_columns(stream, spark.conf.get("spark.sql.session.timeZone") or "UTC")
-    writer = (rows.writeStream.format("parquet")
+    writer = (rows.writeStream.format("parquet").options(**PARQUET_OPTIONS)
               .option("path", job.output)
               .option("checkpointLocation", job.checkpoint)
               .partitionBy(*PARTITION_COLUMNS))
