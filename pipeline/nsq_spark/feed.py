@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Coroutine
+from typing import TYPE_CHECKING, Any, Coroutine
 
-from nsq_client import Connection, ConnectionDelegate, NsqdNode, ServerError
 from nsq_client.backoff import reconnect_delay
-from nsq_client.lookup import LookupdPoller, nodes_with_topic
+from nsq_client.conn import Connection, ConnectionDelegate
+from nsq_client.errors import ServerError
 from nsq_client.rdy import split_max_in_flight
 from nsq_protocol import ProtocolError
 from nsq_protocol.errors import E_BAD_MESSAGE
@@ -29,6 +29,9 @@ from nsq_protocol.message import MESSAGE_HEADER_SIZE
 
 from .ledger import Held, Ledger
 from .options import SourceOptions
+
+if TYPE_CHECKING:
+    from nsq_client.lookup import LookupdPoller, NsqdNode
 
 log = logging.getLogger("nsq_spark")
 
@@ -60,6 +63,7 @@ class Feed(ConnectionDelegate):
         for address in self.options.nsqd_tcp_addresses:
             await self._subscribe(address)
         if self.options.lookupd_http_addresses:
+            from nsq_client.lookup import LookupdPoller, nodes_with_topic  # its HTTP client only when used
             topic = self.options.topic
             self._poller = LookupdPoller(self.config, lambda admin: nodes_with_topic(admin, topic),
                                          self._on_lookupd_nodes)

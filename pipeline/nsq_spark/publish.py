@@ -9,8 +9,6 @@ from typing import Iterable, Iterator
 
 import pyarrow as pa
 
-from nsq_client import ProducerPool
-
 from .options import SinkOptions
 
 MPUB_OVERHEAD = 4  # the message count in front of an MPUB body
@@ -56,6 +54,7 @@ def arrow_bodies(batches: Iterable[pa.RecordBatch], column: str) -> Iterator[byt
 
 async def publish_chunks(chunks: Iterable[list[bytes]], options: SinkOptions) -> int:
     """MPUB every chunk to ``options.topic``; the number of messages published."""
+    from nsq_client.producer_pool import ProducerPool  # only where rows are published: it brings aiohttp
     pool = ProducerPool(options.nsqd_tcp_addresses, options.client_config(),
                         lookupd_addresses=options.lookupd_http_addresses)
     pending: set[asyncio.Future[None]] = set()
