@@ -13,6 +13,9 @@ to the message count, as a pipeline's broker should be):
   happens only after Spark committed the batch holding it).
 - ``nsq_to_parquet``: the same into Parquet files, encoded as the archive job encodes them
   (``nsq_spark.archive.PARQUET_OPTIONS``).
+
+The session has the archive job's settings (``nsq_spark.archive.SESSION_CONF``: how the
+checkpoint's logs are written); the write runs in the same session.
 - ``spark_to_nsq``: ``spark.range(n)`` as string bodies, ``write.format("nsq")``.
 - with ``--scaling``: ``nsq_to_parquet`` with 1, 2 and 4 partitions per micro-batch, and
   ``2_copies_parquet``: two queries (each its own reader and checkpoint, as two copies of
@@ -53,6 +56,7 @@ from bench.proc_usage import ProcessMeter  # noqa: E402
 from nsq_protocol.commands import encode_mpub_body  # noqa: E402
 from nsq_spark import DrainSignal, register  # noqa: E402
 from nsq_spark.archive import PARQUET_OPTIONS  # noqa: E402
+from nsq_spark.archive import SESSION_CONF as ARCHIVE_SESSION_CONF  # noqa: E402
 from tests.pipeline.standalone import StandaloneCluster  # noqa: E402
 from tests.servers import Nsqd, wait_for  # noqa: E402
 
@@ -363,9 +367,13 @@ def main() -> None:
     parser.add_argument("--progress", action="store_true", help="print each micro-batch's timings")
     parser.add_argument("--parquet-defaults", action="store_true",
                         help="write Parquet with Spark's default settings, not the archive job's")
+    parser.add_argument("--checkpoint-defaults", action="store_true",
+                        help="Spark's default checkpoint file manager, not the archive job's (SESSION_CONF)")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark configuration")
     args = parser.parse_args()
     SIZE = args.size
+    if not args.checkpoint_defaults:
+        args.conf[:0] = [f"{key}={value}" for key, value in ARCHIVE_SESSION_CONF.items()]
     only = [name for name in args.only.split(",") if name]
     for name in only:
         if name not in WORKLOADS:

@@ -115,7 +115,7 @@ def run_archive(args: argparse.Namespace) -> int:
 
     from pyspark.sql import SparkSession  # Spark starts only once the arguments are sound
 
-    from .archive import start_archive
+    from .archive import SESSION_CONF, start_archive
 
     # local workers must run this interpreter, which has the connector installed
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -123,7 +123,7 @@ def run_archive(args: argparse.Namespace) -> int:
     builder = SparkSession.builder.appName(args.app_name)
     if args.master:
         builder = builder.master(args.master)
-    for key, value in args.conf:
+    for key, value in [*SESSION_CONF.items(), *args.conf]:
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     try:
