@@ -2,6 +2,9 @@
 chunks and the bodies taken from Arrow batches."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pyarrow as pa
 import pytest
 from hypothesis import given
@@ -181,3 +184,12 @@ def test_bodies_come_from_binary_or_string_columns() -> None:
         list(arrow_bodies([pa.record_batch({"body": pa.array([b"a", None], pa.binary())})], "body"))
     with pytest.raises(BadRowError, match="no column 'body'"):
         list(arrow_bodies([text], "body"))
+
+
+# -- import weight ----------------------------------------------------------------------
+def test_import_nsq_spark_leaves_the_http_client_out() -> None:
+    """Spark starts several Python processes per query, each importing the connector:
+    aiohttp (lookupd, the producer pool) is loaded only where it is used."""
+    probe = "import sys, nsq_spark, nsq_spark.reader; print(sorted(m for m in ('aiohttp', 'nsq_client.admin') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
