@@ -11,10 +11,8 @@ from tests.client.helpers import channel_stats, eventually
 class Frames(ConnectionDelegate):
     def __init__(self) -> None:
         self.messages: list[WireMessage] = []
-        self.calls = 0
 
     def on_message_frames(self, conn: Connection, payloads: list[bytes]) -> None:
-        self.calls += 1
         self.messages += map(decode_message, payloads)
 
 
@@ -32,7 +30,6 @@ async def test_frames_answered_in_bulk_by_id(start_nsqd: StartNsqd, topic: str) 
         first = frames.messages[:]
         assert sorted(m.body for m in first) == [b"m%d" % i for i in range(5)]
         assert conn.in_flight == 5
-        assert frames.calls < 5  # delivered together, handed over together
 
         conn.touch_ids([m.id for m in first])
         conn.finish_ids([m.id for m in first[:3]])
