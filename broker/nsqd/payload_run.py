@@ -78,6 +78,9 @@ class PayloadRun(Sequence[Payload]):
         start = self.start
         stop = min(self.stop, start + count)
         self.start = stop
+        if stop - start == 1:  # a consumer with RDY 1: no iterator machinery for one slice
+            offsets = self.offsets
+            return [self.blob[offsets[start]:offsets[stop]]]
         return self._slices(start, stop)
 
     def take_last(self) -> Payload:
