@@ -165,6 +165,12 @@ class InFlightQueue:
         of them that had state of their own (``Message``), and the IDs refused with the
         reason, in order."""
         by_id = self._by_id
+        if len(msg_ids) == 1:  # a consumer with RDY 1 FINs one at a time
+            entry = by_id.get(msg_ids[0])
+            if entry.__class__ is DeliveryBatch and entry.client_id == owner:  # type: ignore[union-attr]
+                del by_id[msg_ids[0]]
+                self._leave_batch(entry, 1)  # type: ignore[arg-type]
+                return 1, [], []
         holders = Counter(map(by_id.get, msg_ids))
         if (all(h.__class__ is DeliveryBatch and h.client_id == owner for h in holders)
                 and len(set(msg_ids)) == len(msg_ids)):
