@@ -17,7 +17,7 @@ from nsq_protocol import commands as cmd
 from nsq_protocol.compression import StreamCodec, codec_for
 from nsq_protocol.errors import NON_FATAL_CODES
 from nsq_protocol.host_port import split_dial_address, split_host_port
-from nsq_protocol.message import decode_message
+from nsq_protocol.message import MESSAGE_HEADER, MESSAGE_HEADER_SIZE, decode_message
 
 from .config import Config
 from .errors import ConnectionClosedError, IdentifyError, NotConnectedError, ServerError
@@ -49,8 +49,9 @@ class ConnectionDelegate:
         """With ``raw_messages``: message frames' payloads (timestamp, attempts, ID,
         body as :func:`nsq_protocol.message.decode_message` reads them), in the order they
         came, as many at once as one read brought; answered later by ID through
-        :meth:`Connection.finish_ids` and its kin."""
-        raise NotImplementedError("a delegate of a raw_messages connection takes on_message_frames")
+        :meth:`Connection.finish_ids` and its kin. Left as is, like :meth:`on_message`:
+        nobody consumes here, so they are handed back at once."""
+        conn.requeue_ids([payload[MESSAGE_HEADER.size:MESSAGE_HEADER_SIZE] for payload in payloads])
 
     def on_message_finished(self, conn: "Connection", message: Message) -> None: ...
 

@@ -48,3 +48,22 @@ async def test_frames_answered_in_bulk_by_id(start_nsqd: StartNsqd, topic: str) 
         await eventually(settled, message="two requeued, every message finished, none timed out")
     finally:
         conn.close()
+
+
+async def test_a_delegate_that_takes_no_frames_hands_them_back(start_nsqd: StartNsqd, topic: str) -> None:
+    nsqd = start_nsqd(msg_timeout="60s")
+    async with Producer(nsqd.tcp_address) as producer:
+        await producer.multi_publish(topic, [b"a", b"b", b"c"])
+    conn = Connection(nsqd.tcp_address, Config(), ConnectionDelegate(), raw_messages=True)
+    await conn.connect()
+    try:
+        await conn.subscribe(topic, "ch")
+        conn.send_rdy(1)
+
+        async def requeued() -> bool:  # each delivery is REQed at once: nothing waits for its timeout
+            stats = await channel_stats(nsqd, topic, "ch")
+            return bool(stats) and stats["requeue_count"] >= 3 and stats["timeout_count"] == 0
+        await eventually(requeued, message="the frames requeued by the default delegate")
+        assert conn.in_flight <= 1
+    finally:
+        conn.close()
