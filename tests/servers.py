@@ -131,14 +131,19 @@ class ServerProcess:
                 raise RuntimeError(f"{self.program} exited with {self.proc.returncode}:\n{self.log()}")
             if 0 in (self.tcp_port, self.http_port) and not self._read_listening_ports(log_offset):
                 return False
-            status, body = http("GET", self.url(self.ping_path), timeout=1)
-            return status == 200
+            return self.answers_ping()
         try:
             wait_for(ready, timeout, message=f"{self.program} answers /ping")
         except BaseException:
             self.kill()
             raise
         return self
+
+    def answers_ping(self) -> bool:
+        """Whether the server answers its readiness path now (over HTTPS where a subclass
+        closes plain HTTP)."""
+        status, _ = http("GET", self.url(self.ping_path), timeout=1)
+        return status == 200
 
     def _read_listening_ports(self, log_offset: int) -> bool:
         """Take the ports this start bound from its log lines; False until both are there."""

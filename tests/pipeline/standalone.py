@@ -29,6 +29,22 @@ def java_missing() -> str | None:
     return None
 
 
+
+def children_of(parent: int, marker: bytes) -> list[int]:
+    """The processes whose parent is ``parent`` and whose command line holds ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue  # gone meanwhile
+        if int(stat[stat.rindex(")") + 2:].split()[1]) == parent and marker in command:
+            found.append(int(entry.name))
+    return found
+
 @dataclass
 class StandaloneCluster:
     root: Path
@@ -109,21 +125,7 @@ class StandaloneCluster:
     def executor_pids(self) -> list[int]:
         """The executor JVMs the worker runs now (children of the worker's JVM)."""
         worker = self.processes.get("worker")
-        if worker is None:
-            return []
-        found = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                stat = (entry / "stat").read_text()
-                command = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            parent = int(stat[stat.rindex(")") + 2:].split()[1])
-            if parent == worker.pid and b"CoarseGrainedExecutorBackend" in command:
-                found.append(int(entry.name))
-        return found
+        return [] if worker is None else children_of(worker.pid, b"CoarseGrainedExecutorBackend")
 
     def stop(self, timeout: float = 20.0) -> None:
         """The worker (its executors share its process group) first, then the master."""

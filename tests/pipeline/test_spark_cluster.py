@@ -9,7 +9,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from nsq_spark.archive import ArchiveJob, start_archive
 from tests.pipeline.conftest import FAST_JVM
 from tests.pipeline.nsq_helpers import bodies, channel_counts, publish
 from tests.pipeline.spark_helpers import consume_bodies, parquet_bodies, settled, while_running
-from tests.pipeline.standalone import SPARK_HOME, StandaloneCluster
+from tests.pipeline.standalone import SPARK_HOME, StandaloneCluster, children_of
 from tests.servers import HOST, wait_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.spark_cluster]
@@ -140,17 +139,6 @@ def test_the_archive_job_submitted_with_the_readme_launcher(standalone: Standalo
 
 def python_driver_of(submit_pid: int) -> int:
     """spark-submit runs a Python application as a child of its JVM: that process."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                stat = (entry / "stat").read_text()
-                command = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if int(stat[stat.rindex(")") + 2:].split()[1]) == submit_pid and b"nsq_archive.py" in command:
-                return int(entry.name)
-        time.sleep(0.1)
-    raise AssertionError("no Python driver under spark-submit")
+    drivers = wait_for(lambda: children_of(submit_pid, b"nsq_archive.py"), timeout=30,
+                       interval=0.1, message="the Python driver under spark-submit")
+    return drivers[0]
