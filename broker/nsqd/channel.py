@@ -293,6 +293,9 @@ class Channel:
         FIN for its end-to-end latency, which needs every message's own record)."""
         memory, backend = self.memory, self.backend
         client_id, timeout = client.id, client.msg_timeout
+        if count == 1 and memory.length and not (backend.depth or client.sample_rate) and self.e2e_latency is None:
+            self._deliver_one(client, memory.popleft(), now)  # RDY 1: no batch to build
+            return
         items: list[Payload | Message] = []
         if client.sample_rate:
             msg = self._next_message()
@@ -335,6 +338,21 @@ class Channel:
         if fresh:
             self.in_flight.push_payloads(fresh, client_id, now, timeout)  # type: ignore[arg-type]
         client.send_messages(items)
+
+    def _deliver_one(self, client: "ClientConn", item: "Payload | Message", now: float) -> None:
+        """``_deliver`` of one message from memory, without the lists and type sets a batch needs."""
+        self._from_backend = True  # memory took its turn, as in _deliver
+        timeout = client.msg_timeout
+        if item.__class__ is Message:
+            msg: Message = item  # type: ignore[assignment]
+            if msg.attempts < MAX_ATTEMPTS:
+                msg.attempts += 1
+            msg.client_id = client.id
+            msg.delivered_at = now
+            self.in_flight.push(msg, now + timeout, timeout)
+        else:
+            self.in_flight.push_payloads([item], client.id, now, timeout)  # type: ignore[list-item]
+        client.send_messages([item])
 
     def _settle_unsent(self, msg: Message) -> None:
         """A message leaves the channel without being delivered: nothing may keep it."""

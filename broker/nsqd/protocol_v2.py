@@ -216,6 +216,8 @@ class V2Protocol(asyncio.Protocol):
                 fins = decoder.take_fins(channel.in_flight.ids())
                 if fins:
                     self._finish_batch(fins)
+                    if not decoder.buffered:  # the common case: the read held only FINs
+                        return
             if self._pub_runs and (client.tls or not self._tls_required):
                 run = decoder.take_pubs()
                 if run is not None:

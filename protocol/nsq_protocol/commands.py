@@ -263,6 +263,14 @@ class CommandDecoder:
         if (self._pending is not None or len(buf) - pos < FIN_LINE_LENGTH
                 or buf[pos + FIN_LINE_LENGTH - 1] != 0x0A or not buf.startswith(b"FIN ", pos)):
             return []
+        if len(buf) - pos == FIN_LINE_LENGTH:  # one FIN, as a consumer with RDY 1 sends it
+            msg_id = buf[pos + 4:pos + 4 + MSG_ID_LENGTH]
+            if type(msg_id) is not bytes:
+                msg_id = bytes(msg_id)
+            if msg_id not in in_flight:
+                return []
+            self._pos = self._scan = pos + FIN_LINE_LENGTH
+            return [msg_id]
         lines = min((len(buf) - pos) // FIN_LINE_LENGTH, _MAX_FIN_RUN)
         stop = pos + lines * FIN_LINE_LENGTH
         # every line has the same length: a column of the run is a strided slice, and

@@ -144,3 +144,26 @@ def test_channels_sharing_a_message_keep_their_own_attempts(
     on_b = b.read_messages(2)
     assert [(m.id, m.body, m.attempts) for m in on_b] == [(m.id, m.body, 1) for m in first]
     assert on_b[0].timestamp == first[0].timestamp
+
+
+def test_a_consumer_with_rdy_1_gets_fresh_and_requeued_messages_one_at_a_time(
+        nsqd: Nsqd, connect: Connect, consumer: Consumer, topic: str) -> None:
+    _create(nsqd, topic, "ch")
+    pub = connect(nsqd)
+    pub.mpub(topic, [b"one", b"two"])
+    pub.expect_ok()
+    sub = consumer(nsqd, topic, "ch", rdy=1)
+    first = sub.read_message()
+    assert (first.body, first.attempts) == (b"one", 1)
+    sub.expect_silence(0.1)  # RDY 1: nothing more while one is in flight
+    sub.req(first.id, 0)  # back to the end of the queue, as in nsqd
+    second = sub.read_message()
+    assert (second.body, second.attempts) == (b"two", 1)
+    sub.fin(second.id)
+    again = sub.read_message()
+    assert (again.id, again.body, again.attempts) == (first.id, b"one", 2)
+    sub.fin(again.id)
+    stats = wait_for(lambda: (c := nsqd.channel(topic, "ch")) and c["in_flight_count"] == 0 and c)
+    assert (stats["depth"], stats["requeue_count"]) == (0, 1)
+    (client,) = stats["clients"]
+    assert (client["finish_count"], client["message_count"]) == (2, 3)

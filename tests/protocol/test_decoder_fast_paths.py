@@ -41,6 +41,21 @@ def test_a_fin_of_an_unknown_id_is_left_to_the_general_path() -> None:
     assert d.take_fins({A, B}) == [B]
 
 
+def test_a_lone_fin_is_taken_when_its_id_is_in_flight_and_left_otherwise() -> None:
+    assert decoder(commands.fin(A)).take_fins({A}) == [A]
+    d = decoder(commands.fin(B))
+    assert d.take_fins({A}) == []
+    assert d.next_command() == Command(b"FIN", (B,))
+    # after a body too long to join, the decoder holds a bytearray: the ID still comes as bytes
+    d = CommandDecoder(CommandLimits(max_msg_size=1 << 20, max_body_size=1 << 20))
+    d.feed(commands.pub("t", b"x" * (300 * 1024))[:1000])
+    assert d.next_command() is None
+    d.feed(commands.pub("t", b"x" * (300 * 1024))[1000:] + commands.fin(A))
+    assert d.next_command() == Command(b"PUB", (b"t",), body=b"x" * (300 * 1024))
+    (taken,) = d.take_fins({A})
+    assert type(taken) is bytes and taken == A and d.buffered == 0
+
+
 @pytest.mark.parametrize("line", [
     b"FIN " + A + b"\r\n",          # a CR before the newline
     b"FIN  " + A[:15] + b"\n",      # the same length, but not one ID
