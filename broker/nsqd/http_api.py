@@ -1,5 +1,6 @@
-"""nsqd's HTTP API: Go nsqd's routes on aiohttp's router, every answer built by Go's
-rules in ``nsq_protocol.http_api`` (shared with nsqlookupd)."""
+"""nsqd's HTTP API: Go nsqd's routes and handlers, served by our own h11 server
+(http_server.py; aiohttp costs an idle nsqd 13 MiB), every answer built by Go's rules in
+``nsq_protocol.http_api`` (shared with nsqlookupd)."""
 from __future__ import annotations
 
 import json
@@ -7,8 +8,6 @@ import logging
 import sys
 import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
-
-from aiohttp import web
 
 from nsq_protocol.commands import parse_mpub_body
 from nsq_protocol.errors import ProtocolError
@@ -18,47 +17,32 @@ from nsq_protocol.http_query import QueryError, first, parse_query
 from nsq_protocol.names import is_valid_channel_name, is_valid_topic_name
 
 from . import config_api
-from . import metrics as metrics_module
 from . import stats as stats_module
 from .diskqueue import DiskQueueError
 from .drain import DrainRefused
 from .handoff import parse_targets
 from .group_commit import SyncError
+from .http_server import BodyUnreadable, HttpRequest, refusal
 
 if TYPE_CHECKING:
+    from .metrics import Exposition
     from .nsqd import NSQD
 
 log = logging.getLogger("nsqd")
 
-Handler = Callable[[web.Request], Awaitable[Any]]
+Handler = Callable[[HttpRequest], Awaitable[Any]]
 Params = dict[str, list[str]]
-
-
-def respond(reply: Reply) -> web.Response:
-    return web.Response(status=reply.status, body=reply.body, headers=reply.headers)
+CONFIG_PREFIX = "/config/"
 
 
 def _text_reply(status: int, text: str) -> Reply:
     return Reply(status, text.encode(), {"Content-Type": TEXT_TYPE, **NSQ_CONTENT_TYPE})
 
 
-async def read_body(request: web.Request, limit: int) -> bytes | None:
-    """The request body, or None when it is longer than ``limit``."""
-    if request.content_length is not None and request.content_length > limit:
-        return None
-    chunks, total = [], 0
-    async for chunk in request.content.iter_any():
-        total += len(chunk)
-        if total > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def query(request: web.Request) -> Params:
+def query(request: HttpRequest) -> Params:
     """The query string read as Go's url.ParseQuery reads it; malformed: 400 INVALID_REQUEST."""
     try:
-        return parse_query(request.rel_url.raw_query_string)
+        return parse_query(request.query_string)
     except QueryError:
         raise HttpError(400, "INVALID_REQUEST") from None
 
@@ -70,58 +54,76 @@ SERVED_WHILE_EXITING = {("GET", "/ping"), ("GET", "/info"), ("GET", "/ready"), (
 class HttpApi:
     def __init__(self, nsqd: "NSQD") -> None:
         self.nsqd = nsqd
-        self._metrics = metrics_module.registry([metrics_module.NsqdCollector(nsqd)])
-
-    def app(self) -> web.Application:
-        app = web.Application(middlewares=[self._tls_policy, go_http.middleware(log, respond), self._exiting],
-                              client_max_size=1024 ** 3)
-        r = app.router
-        r.add_get("/ping", self.ping, allow_head=False)
-        r.add_get("/info", self.info, allow_head=False)
-        r.add_get("/ready", self.ready, allow_head=False)
-        r.add_get("/drain", self.drain_state, allow_head=False)
-        r.add_post("/drain", self.drain_start)
-        r.add_post("/pub", self.pub)
-        r.add_post("/mpub", self.mpub)
-        r.add_get("/stats", self.stats, allow_head=False)
-        r.add_get("/metrics", self.metrics, allow_head=False)
+        self._metrics: Exposition | None = None  # prometheus_client is loaded at the first scrape
+        self._routes: dict[str, dict[str, Handler]] = {
+            "/ping": {"GET": self.ping},
+            "/info": {"GET": self.info},
+            "/ready": {"GET": self.ready},
+            "/drain": {"GET": self.drain_state, "POST": self.drain_start},
+            "/pub": {"POST": self.pub},
+            "/mpub": {"POST": self.mpub},
+            "/stats": {"GET": self.stats},
+            "/metrics": {"GET": self.metrics},
+        }
         for action in ("create", "delete", "empty", "pause", "unpause"):
-            r.add_post(f"/topic/{action}", getattr(self, f"topic_{action}"))
-            r.add_post(f"/channel/{action}", getattr(self, f"channel_{action}"))
-        r.add_get("/config/{opt}", self.config, allow_head=False)
-        r.add_put("/config/{opt}", self.config)
-        return app
+            self._routes[f"/topic/{action}"] = {"POST": getattr(self, f"topic_{action}")}
+            self._routes[f"/channel/{action}"] = {"POST": getattr(self, f"channel_{action}")}
+        self._config_route: dict[str, Handler] = {"GET": self.config, "PUT": self.config}
 
-    @web.middleware
-    async def _tls_policy(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+    def _route(self, request: HttpRequest) -> dict[str, Handler] | None:
+        """The methods of the route ``request.path`` matches (None: no route); a variable
+        part goes to ``request.path_arg``."""
+        path = request.path
+        methods = self._routes.get(path)
+        if methods is None and path.startswith(CONFIG_PREFIX):
+            opt = path[len(CONFIG_PREFIX):]
+            if opt and "/" not in opt:
+                request.path_arg = opt
+                return self._config_route
+        return methods
+
+    async def handle(self, request: HttpRequest) -> Reply:
+        """The answer to one request: the TLS policy, then routing and Go's answers
+        (``nsq_protocol.http_api.answer``) around the exiting policy and the handler."""
+        if self.nsqd.options.tls_required == "true" and not request.secure:
+            return self._tls_required()
+        methods = self._route(request)
+        handler = None if methods is None else methods.get(request.method)
+        call = None if handler is None else (lambda: self._call(handler, request))
+        return await go_http.answer(request.method, request.target, request.remote, log, call,
+                                    None if methods is None else methods.keys())
+
+    def _tls_required(self) -> Reply:
         """``--tls-required=true`` closes the plain HTTP listener (tcp-https leaves it open):
         every request there is told where the HTTPS port is."""
-        if self.nsqd.options.tls_required == "true" and not request.secure:
-            # Go writes this one by hand, with a space after each colon
-            body = json.dumps({"message": "TLS_REQUIRED", "https_port": self.nsqd.https_port})
-            return web.Response(status=403, body=body.encode(), headers={"Content-Type": JSON_TYPE, **NSQ_CONTENT_TYPE})
-        return await handler(request)
+        # Go writes this one by hand, with a space after each colon
+        body = json.dumps({"message": "TLS_REQUIRED", "https_port": self.nsqd.https_port})
+        return Reply(403, body.encode(), {"Content-Type": JSON_TYPE, **NSQ_CONTENT_TYPE})
 
-    @web.middleware
-    async def _exiting(self, request: web.Request, handler: Handler) -> Any:
+    async def _call(self, handler: Handler, request: HttpRequest) -> Any:
         """Once stopping (a scale-down drain keeps the API up after that), only what reports
-        on the node or drives its drain is served."""
+        on the node or drives its drain is served. A body that cannot be read is answered
+        as a malformed request (the connection then closes)."""
         if self.nsqd.exiting and (request.method, request.path) not in SERVED_WHILE_EXITING:
             raise HttpError(503, "EXITING")
-        return await handler(request)
+        try:
+            return await handler(request)
+        except BodyUnreadable as e:
+            log.debug("HTTP: %s %s: unreadable body (%s)", request.method, request.target, e)
+            return refusal(400)
 
     # -- basics ---------------------------------------------------------------
-    async def ping(self, request: web.Request) -> Reply:
+    async def ping(self, request: HttpRequest) -> Reply:
         if not self.nsqd.loaded:
             return _text_reply(503, "LOADING")  # alive, but what is on disk is not all open yet
         health = self.nsqd.health
         return go_http.plain_text(200 if health == "OK" else 500, health)
 
-    async def info(self, request: web.Request) -> dict[str, Any]:
+    async def info(self, request: HttpRequest) -> dict[str, Any]:
         return self.nsqd.info()
 
     # -- drain (beyond NSQ; see drain.py) -------------------------------------
-    async def ready(self, request: web.Request) -> str | Reply:
+    async def ready(self, request: HttpRequest) -> str | Reply:
         """Readiness: unready from the moment a drain starts (/ping stays liveness)."""
         if self.nsqd.drain.draining:
             return _text_reply(503, "DRAINING")
@@ -130,10 +132,10 @@ class HttpApi:
         health = self.nsqd.health
         return "OK" if health == "OK" else _text_reply(503, health)
 
-    async def drain_state(self, request: web.Request) -> dict[str, Any]:
+    async def drain_state(self, request: HttpRequest) -> dict[str, Any]:
         return self.nsqd.drain.state()
 
-    async def drain_start(self, request: web.Request) -> dict[str, Any]:
+    async def drain_start(self, request: HttpRequest) -> dict[str, Any]:
         """``POST /drain``; ``?handoff=host:port[,...]`` for a scale-down (see drain.py)."""
         targets: list[str] = []
         handoff = first(query(request), "handoff")
@@ -163,9 +165,9 @@ class HttpApi:
         if self.nsqd.drain.refuses_publishes:
             raise HttpError(503, "DRAINING")
 
-    async def pub(self, request: web.Request) -> str:
+    async def pub(self, request: HttpRequest) -> str:
         opts = self.nsqd.options
-        body = await read_body(request, opts.max_msg_size)
+        body = await request.read_body(opts.max_msg_size)
         if body is None:
             raise HttpError(413, "MSG_TOO_BIG")
         if not body:
@@ -189,7 +191,7 @@ class HttpApi:
         await self._put_durably(lambda: topic.put(msg))
         return "OK"
 
-    async def mpub(self, request: web.Request) -> str:
+    async def mpub(self, request: HttpRequest) -> str:
         opts = self.nsqd.options
         if request.content_length is not None and request.content_length > opts.max_body_size:
             raise HttpError(413, "BODY_TOO_BIG")
@@ -199,7 +201,7 @@ class HttpApi:
         topic = self.nsqd.get_topic(topic_name)
         binary = first(params, "binary")
         binary_mode = binary is not None and binary not in ("0", "f", "F", "false", "FALSE", "False")
-        body = await read_body(request, opts.max_body_size)
+        body = await request.read_body(opts.max_body_size)
         if body is None:
             raise HttpError(413, "BODY_TOO_BIG")
         if binary_mode:
@@ -227,7 +229,7 @@ class HttpApi:
             raise HttpError(500, "INTERNAL_ERROR") from None
 
     # -- stats ----------------------------------------------------------------
-    async def stats(self, request: web.Request) -> str | dict[str, Any]:
+    async def stats(self, request: HttpRequest) -> str | dict[str, Any]:
         params = query(request)
         flag = {"true": True, "1": True, "false": False, "0": False}
         doc = stats_module.collect(
@@ -239,13 +241,16 @@ class HttpApi:
         python = f"python{sys.version_info.major}.{sys.version_info.minor}"
         return stats_module.render_text(doc, python, self.nsqd.started_at, time.time())
 
-    async def metrics(self, request: web.Request) -> Reply:
+    async def metrics(self, request: HttpRequest) -> Reply:
         """Beyond NSQ: the same numbers for Prometheus (metrics.py)."""
-        body, content_type = metrics_module.exposition(self._metrics, request.headers.get("Accept", ""))
+        if self._metrics is None:
+            from .metrics import Exposition
+            self._metrics = Exposition(self.nsqd)
+        body, content_type = self._metrics.render(request.headers.get("accept", ""))
         return Reply(200, body, {"Content-Type": content_type})
 
     # -- topics ---------------------------------------------------------------
-    def _existing_topic_name(self, request: web.Request, validate: bool) -> str:
+    def _existing_topic_name(self, request: HttpRequest, validate: bool) -> str:
         name = first(query(request), "topic")
         if name is None:
             raise HttpError(400, "MISSING_ARG_TOPIC")
@@ -255,23 +260,23 @@ class HttpApi:
             raise HttpError(404, "TOPIC_NOT_FOUND")
         return name
 
-    async def topic_create(self, request: web.Request) -> None:
+    async def topic_create(self, request: HttpRequest) -> None:
         self.nsqd.get_topic(self._topic_from_query(query(request)))
 
-    async def topic_delete(self, request: web.Request) -> None:
+    async def topic_delete(self, request: HttpRequest) -> None:
         self.nsqd.delete_topic(self._existing_topic_name(request, validate=False))
 
-    async def topic_empty(self, request: web.Request) -> None:
+    async def topic_empty(self, request: HttpRequest) -> None:
         self.nsqd.topics[self._existing_topic_name(request, validate=True)].empty()
 
-    async def topic_pause(self, request: web.Request) -> None:
+    async def topic_pause(self, request: HttpRequest) -> None:
         self.nsqd.set_topic_paused(self._existing_topic_name(request, validate=False), True)
 
-    async def topic_unpause(self, request: web.Request) -> None:
+    async def topic_unpause(self, request: HttpRequest) -> None:
         self.nsqd.set_topic_paused(self._existing_topic_name(request, validate=False), False)
 
     # -- channels -------------------------------------------------------------
-    def _topic_and_channel(self, request: web.Request) -> tuple[str, str]:
+    def _topic_and_channel(self, request: HttpRequest) -> tuple[str, str]:
         params = query(request)
         topic = first(params, "topic")
         if topic is None:
@@ -287,35 +292,35 @@ class HttpApi:
             raise HttpError(404, "TOPIC_NOT_FOUND")
         return topic, channel
 
-    def _existing_channel(self, request: web.Request) -> tuple[str, str]:
+    def _existing_channel(self, request: HttpRequest) -> tuple[str, str]:
         topic, channel = self._topic_and_channel(request)
         if channel not in self.nsqd.topics[topic].channels:
             raise HttpError(404, "CHANNEL_NOT_FOUND")
         return topic, channel
 
-    async def channel_create(self, request: web.Request) -> None:
+    async def channel_create(self, request: HttpRequest) -> None:
         topic, channel = self._topic_and_channel(request)
         self.nsqd.topics[topic].get_channel(channel)
 
-    async def channel_delete(self, request: web.Request) -> None:
+    async def channel_delete(self, request: HttpRequest) -> None:
         topic, channel = self._existing_channel(request)
         self.nsqd.topics[topic].delete_channel(channel)
 
-    async def channel_empty(self, request: web.Request) -> None:
+    async def channel_empty(self, request: HttpRequest) -> None:
         topic, channel = self._existing_channel(request)
         self.nsqd.topics[topic].channels[channel].empty()
 
-    async def channel_pause(self, request: web.Request) -> None:
+    async def channel_pause(self, request: HttpRequest) -> None:
         self.nsqd.set_channel_paused(*self._existing_channel(request), True)
 
-    async def channel_unpause(self, request: web.Request) -> None:
+    async def channel_unpause(self, request: HttpRequest) -> None:
         self.nsqd.set_channel_paused(*self._existing_channel(request), False)
 
     # -- /config/:opt (config_api) --------------------------------------------
-    async def config(self, request: web.Request) -> Any:
-        opt = request.match_info["opt"]
+    async def config(self, request: HttpRequest) -> Any:
+        opt = request.path_arg
         if request.method == "PUT":
-            body = await read_body(request, self.nsqd.options.max_msg_size)
+            body = await request.read_body(self.nsqd.options.max_msg_size)
             if not body:  # empty, or longer than --max-msg-size
                 raise HttpError(413, "INVALID_VALUE")
             config_api.put_value(self.nsqd, opt, body)

@@ -10,7 +10,7 @@ are ``topic`` and ``channel``.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -168,16 +168,18 @@ class NsqdCollector(Collector):
         yield from families(doc, clients=len(self.nsqd.clients), durable=self.nsqd.committer)
 
 
-def registry(collectors: Iterable[Collector]) -> CollectorRegistry:
-    """A registry of ``collectors`` and prometheus_client's process collector."""
-    found = CollectorRegistry(auto_describe=False)
-    for collector in (*collectors, ProcessCollector(registry=None)):
-        found.register(collector)
-    return found
+class Exposition:
+    """nsqd's registry (its collector and prometheus_client's process collector), made
+    once; importing this module is what loads prometheus_client, so nsqd does it at the
+    first scrape."""
 
+    def __init__(self, nsqd: "NSQD") -> None:
+        self._registry = CollectorRegistry(auto_describe=False)
+        for collector in (NsqdCollector(nsqd), ProcessCollector(registry=None)):
+            self._registry.register(collector)
 
-def exposition(found: CollectorRegistry, accept: str) -> tuple[bytes, str]:
-    """The registry in the format the scraper's Accept header asks for (Prometheus'
-    text format by default, OpenMetrics when asked): body and Content-Type."""
-    encoder, content_type = choose_encoder(accept)
-    return encoder(found), content_type
+    def render(self, accept: str) -> tuple[bytes, str]:
+        """The registry in the format the scraper's Accept header asks for (Prometheus'
+        text format by default, OpenMetrics when asked): body and Content-Type."""
+        encoder, content_type = choose_encoder(accept)
+        return encoder(self._registry), content_type

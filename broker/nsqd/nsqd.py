@@ -18,8 +18,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Awaitable, Callable, Coroutine, Sequence
 
-from aiohttp import web
-
 from nsq_protocol import errors as E
 from nsq_protocol.commands import CommandLimits
 from nsq_protocol.errors import ProtocolError
@@ -43,6 +41,7 @@ from .durable_queue import DurableDiskQueue
 from .group_commit import GroupCommitter, Syncable
 from .guid import GuidFactory
 from .http_api import HttpApi
+from .http_server import HttpServer
 from .lookup import LookupdPeers
 from .message import MESSAGE_OVERHEAD, Message, Payload, encode_payload, encode_payloads
 from .options import NsqdOptions
@@ -103,7 +102,7 @@ class NSQD:
         self.committer = GroupCommitter(self._durable_files, logger=log) if options.sync_before_ack else None
         self._servers: list[asyncio.AbstractServer] = []
         self._tcp_server: asyncio.AbstractServer | None = None
-        self._runners: list[web.AppRunner] = []
+        self._http: HttpServer | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
         self._stop_ended = asyncio.Event()  # stop() returned or raised
@@ -442,20 +441,15 @@ class NSQD:
         self.tcp_port = tcp.sockets[0].getsockname()[1]
         log.info("TCP: listening on %s", _bound(tcp))
 
-        http_runner = web.AppRunner(HttpApi(self).app(), access_log=None, handle_signals=False)
-        await http_runner.setup()
-        self._runners.append(http_runner)
+        self._http = HttpServer(HttpApi(self).handle, logger=log)
         host, port = split_listen_address(self.options.http_address)
-        http = await loop.create_server(http_runner.server, host, port, reuse_address=True)
-        self._servers.append(http)
+        http = await self._http.listen(host, port)
         self.http_port = http.sockets[0].getsockname()[1]
         log.info("HTTP: listening on %s", _bound(http))
 
         if self.tls_context is not None and self.options.https_address:
             host, port = split_listen_address(self.options.https_address)
-            https = await loop.create_server(http_runner.server, host, port, ssl=self.tls_context,
-                                             reuse_address=True)
-            self._servers.append(https)
+            https = await self._http.listen(host, port, self.tls_context)
             self.https_port = https.sockets[0].getsockname()[1]
             log.info("HTTPS: listening on %s", _bound(https))
 
@@ -554,8 +548,9 @@ class NSQD:
     async def _stop(self, keep_http: bool) -> None:
         log.info("NSQ: closing")
         for server in self._servers:
-            if server is self._tcp_server or not keep_http:
-                server.close()
+            server.close()
+        if self._http is not None and not keep_http:
+            self._http.stop_listening()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -602,8 +597,8 @@ class NSQD:
         """The last step of stopping: the HTTP API goes and ``wait_stopped`` returns."""
         for server in self._servers:
             server.close()
-        for runner in self._runners:
-            await runner.cleanup()
+        if self._http is not None:
+            await self._http.close()
         self._stopped.set()
 
     async def wait_stopped(self) -> None:
