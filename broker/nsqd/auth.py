@@ -7,12 +7,14 @@ import random
 import re
 import time
 from dataclasses import dataclass, field
+from urllib.parse import urlencode
 
-import aiohttp
+from .http_client import HttpClient, HttpClientError
 
 log = logging.getLogger("nsqd")
 
 PERMISSIONS = frozenset({"subscribe", "publish"})
+FORM_TYPE = "application/x-www-form-urlencoded"
 
 
 class AuthError(Exception):
@@ -79,18 +81,13 @@ class AuthClient:
                  request_timeout: float) -> None:
         self.addresses = list(addresses)
         self.method = method
-        self._timeout = aiohttp.ClientTimeout(total=request_timeout, connect=connect_timeout)
-        self._session: aiohttp.ClientSession | None = None
+        self._http = HttpClient(connect_timeout=connect_timeout, request_timeout=request_timeout)
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._http.close()
 
     async def query(self, secret: str, remote_ip: str, tls: bool, common_name: str) -> AuthState:
         """Ask the auth servers in turn, starting at a random one; the first answer wins."""
-        if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self._timeout)
         params = {"remote_ip": remote_ip, "tls": "true" if tls else "false",
                   "secret": secret, "common_name": common_name}
         start = random.randrange(len(self.addresses))
@@ -100,14 +97,14 @@ class AuthClient:
             url = address if "://" in address else f"http://{address}/auth"
             try:
                 if self.method == "post":
-                    request = self._session.post(url, data=params)
+                    answer = await self._http.request("POST", url, body=urlencode(params).encode(),
+                                                      headers={"Content-Type": FORM_TYPE})
                 else:
-                    request = self._session.get(url, params=params)
-                async with request as resp:
-                    if resp.status != 200:
-                        raise AuthError(f"auth server {address} answered {resp.status}")
-                    return parse_auth_response(await resp.json(content_type=None))
-            except (aiohttp.ClientError, TimeoutError, ValueError, AuthError) as e:
+                    answer = await self._http.request("GET", url, params=params)
+                if answer.status != 200:
+                    raise AuthError(f"auth server {address} answered {answer.status}")
+                return parse_auth_response(answer.json())
+            except (HttpClientError, ValueError, AuthError) as e:
                 log.warning("failed to auth against %s: %s", address, e)
                 last = e
         raise AuthError(str(last))

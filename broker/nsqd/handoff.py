@@ -31,8 +31,6 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import closing
 
-import aiohttp
-
 from nsq_protocol.commands import encode_mpub_body
 from nsq_protocol.host_port import split_dial_address
 
@@ -40,6 +38,7 @@ from . import metadata
 from .backlog import BacklogMessage, backlog_depth, read_backlog, topic_queues
 from .deferrals import deferrals_path
 from .diskqueue import delete_queue_files
+from .http_client import HttpClient, HttpClientError
 
 BATCH_MESSAGES = 1000  # bodies per MPUB
 BATCH_BYTES = 1 << 20  # MPUB body size, well under nsqd's default --max-body-size (5 MiB)
@@ -76,10 +75,10 @@ def parse_targets(value: str) -> list[str]:
 class Target:
     """One recipient nsqd's HTTP API."""
 
-    def __init__(self, address: str, session: aiohttp.ClientSession) -> None:
+    def __init__(self, address: str, http: HttpClient) -> None:
         self.address = address
         self._url = address if address.startswith("https://") else f"http://{address}"
-        self._session = session
+        self._http = http
 
     async def prepare(self, topic: str, channels: Sequence[str]) -> None:
         await self._post("/topic/create", {"topic": topic})
@@ -94,13 +93,12 @@ class Target:
 
     async def _post(self, path: str, params: dict[str, str], body: bytes = b"") -> None:
         try:
-            async with self._session.post(self._url + path, params=params, data=body) as response:
-                answer = await response.read()
-                if not 200 <= response.status < 300:
-                    detail = answer[:200].decode("utf-8", "replace").strip()
-                    raise TargetError(f"{self.address} answered {path} with {response.status} {detail}")
-        except (aiohttp.ClientError, asyncio.TimeoutError) as e:
-            raise TargetError(f"{self.address} unreachable: {e!r}") from None
+            answer = await self._http.request("POST", self._url + path, params=params, body=body)
+        except HttpClientError as e:
+            raise TargetError(f"{self.address} unreachable: {e}") from None
+        if not 200 <= answer.status < 300:
+            detail = answer.body[:200].decode("utf-8", "replace").strip()
+            raise TargetError(f"{self.address} answered {path} with {answer.status} {detail}")
 
 
 class TopicSender:
@@ -199,7 +197,8 @@ class Handoff:
         self._version = version
         self._min_msg_size = min_msg_size
         self._max_msg_size = max_msg_size
-        self._timeout = aiohttp.ClientTimeout(total=request_timeout, connect=connect_timeout)
+        self._connect_timeout = connect_timeout
+        self._request_timeout = request_timeout
         self._on_topic_removed = on_topic_removed
         self._log = logger
         self._ssl = ssl_context
@@ -229,9 +228,10 @@ class Handoff:
                           for t in topics}
             self._log.info("HANDOFF: %d topics, %d messages on disk (counted per queue), to %s",
                            len(topics), sum(self._left.values()), ", ".join(self.targets))
-            connector = aiohttp.TCPConnector(ssl=self._ssl) if self._ssl is not None else None
-            async with aiohttp.ClientSession(timeout=self._timeout, connector=connector) as session:
-                targets = [Target(address, session) for address in self.targets]
+            http = HttpClient(connect_timeout=self._connect_timeout, request_timeout=self._request_timeout,
+                              ssl_context=self._ssl, user_agent=f"nsqd/{self._version}")
+            try:
+                targets = [Target(address, http) for address in self.targets]
                 failed_targets: set[str] = set()
                 for index, topic in enumerate(topics):
                     # round-robin, with targets that already failed in this attempt last
@@ -242,6 +242,8 @@ class Handoff:
                     except (HandoffError, OSError, ValueError) as e:
                         self._log.error("HANDOFF: topic %s stays here: %s", topic.name, e)
                         failures.append(f"topic {topic.name}: {e}")
+            finally:
+                await http.close()
         except asyncio.CancelledError:
             failures.append("interrupted")
             raise

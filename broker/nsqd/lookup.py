@@ -14,9 +14,6 @@ import asyncio
 import json
 import logging
 from typing import Callable
-from urllib.parse import quote
-
-import aiohttp
 
 from nsq_protocol.errors import ProtocolError
 from nsq_protocol.host_port import split_host_port
@@ -29,6 +26,8 @@ from nsq_protocol.lookup_v1 import (
     register,
     unregister,
 )
+
+from .http_client import HttpClient, HttpClientError
 
 RECONNECT_FIRST_DELAY = 0.5
 RECONNECT_MAX_DELAY = 15.0
@@ -52,7 +51,7 @@ class LookupdPeers:
         self._peers: dict[str, _Peer] = {}
         self._started = False
         self._withdrawn = False  # draining: nothing is registered any more
-        self._http: aiohttp.ClientSession | None = None
+        self._http: HttpClient | None = None
 
     async def start(self) -> None:
         self._started = True
@@ -119,18 +118,16 @@ class LookupdPeers:
 
     async def _fetch_channels(self, address: str, topic: str) -> list[str]:
         if self._http is None:
-            self._http = aiohttp.ClientSession()
-        url = f"http://{address}/channels?topic={quote(topic)}"
+            self._http = HttpClient(connect_timeout=self.http_timeout, request_timeout=self.http_timeout)
+        url = f"http://{address}/channels"
         try:
-            async with self._http.get(url, headers={"Accept": NSQ_ACCEPT},
-                                      timeout=aiohttp.ClientTimeout(total=self.http_timeout)) as resp:
-                if resp.status != 200:
-                    self.log.warning("LOOKUPD(%s): GET %s answered %d", address, url, resp.status)
-                    return []
-                body = json.loads(await resp.read())
-            channels = body["channels"]
+            answer = await self._http.request("GET", url, params={"topic": topic}, headers={"Accept": NSQ_ACCEPT})
+            if answer.status != 200:
+                self.log.warning("LOOKUPD(%s): GET %s?topic=%s answered %d", address, url, topic, answer.status)
+                return []
+            channels = answer.json()["channels"]
             return [name for name in channels if isinstance(name, str)]
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError, TypeError) as e:
+        except (HttpClientError, ValueError, KeyError, TypeError) as e:
             self.log.warning("LOOKUPD(%s): GET %s failed - %s", address, url, e or type(e).__name__)
             return []
 

@@ -1,13 +1,12 @@
 """The stream codecs an NSQ connection switches to after IDENTIFY negotiates compression:
 raw DEFLATE (no zlib header, a sync flush after each write) and snappy's framing format,
 as nsqd, go-nsq and pynsq speak them. Sans-IO: bytes in, bytes out, for nsqd's side of a
-connection and the client's alike. Snappy itself comes from python-snappy."""
+connection and the client's alike. Snappy itself comes from python-snappy, imported by
+the first snappy connection (it and cramjam cost a process a few MiB it mostly never uses)."""
 from __future__ import annotations
 
 import zlib
 from typing import Protocol
-
-import snappy
 
 SNAPPY_CHUNK = 65536  # the framing format's largest uncompressed chunk
 
@@ -39,6 +38,8 @@ class DeflateCodec:
 
 class SnappyCodec:
     def __init__(self) -> None:
+        import snappy
+
         self._compressor = snappy.StreamCompressor()
         self._decompressor = snappy.StreamDecompressor()
 
