@@ -1,4 +1,5 @@
-"""nsqd's HTTP/1.1 server: h11 parses and frames, asyncio streams carry the bytes.
+"""nsqd's HTTP/1.1 server: h11 parses requests (line, headers, Content-Length and chunked
+bodies), asyncio streams carry the bytes.
 
 One task per connection reads requests one after the other (keep-alive, pipelined
 requests wait in h11's buffer), hands each to ``handle`` as an :class:`HttpRequest` and
@@ -10,6 +11,8 @@ writes the :class:`Reply` it returns. Only nsqd's needs are met, and only HTTP/1
   otherwise the answer closes the connection;
 - a request h11 cannot parse is answered ``400 Bad Request`` (431 for oversized headers)
   in plain text, as Go's server does, and the connection is closed;
+- answers always carry Content-Length (and Date, as Go's do) and are written in the
+  request's HTTP version; an HTTP/1.0 request or ``Connection: close`` closes after it;
 - every read waits at most ``idle_timeout`` (a connection between two requests, or a
   client that stops sending mid-request, is closed after it);
 - ``close()``: listeners first, then idle connections, then requests still running get
@@ -108,6 +111,10 @@ Handle = Callable[[HttpRequest], Awaitable[Reply]]
 
 
 class _Connection:
+    """One client connection. h11 parses: a parser per request (h11 only starts a new
+    cycle after its own framing of the answer), handed what the previous one had read
+    beyond its request. Answers always carry Content-Length, so they are written here."""
+
     def __init__(self, server: "HttpServer", reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                  secure: bool) -> None:
         self._server = server
@@ -116,27 +123,36 @@ class _Connection:
         self._secure = secure
         peer = writer.get_extra_info("peername")
         self._remote = str(peer[0]) if isinstance(peer, tuple) and peer else None
-        self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
+        self._parser = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
+        self._version = b"1.1"  # the request's, which the answer uses (as Go's server does)
         self._between_requests = True
         self._body_done = True
         self._body_bytes = 0
+        self._continue_sent = False
 
     @property
     def idle(self) -> bool:
         """Waiting for the first byte of a request: close() may drop it."""
-        return self._between_requests and self._h11.their_state is h11.IDLE and not self._h11.trailing_data[0]
+        return self._between_requests and self._parser.their_state is h11.IDLE and not self._parser.trailing_data[0]
 
     async def run(self) -> None:
         try:
             while await self._serve_one():
-                self._h11.start_next_cycle()
-        except h11.RemoteProtocolError as e:
-            if self._h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-                await self._respond("", refusal(e.error_status_hint), close=True)
-        except (OSError, TimeoutError, asyncio.IncompleteReadError, h11.LocalProtocolError):
+                self._next_parser()
+        except h11.RemoteProtocolError as e:  # in a request's head: nothing is answered yet
+            await self._respond("", refusal(e.error_status_hint), close=True)
+        except (OSError, TimeoutError, asyncio.IncompleteReadError):
             pass  # the peer went away, stalled, or broke off mid-request: nothing to answer
         finally:
             self._writer.close()
+
+    def _next_parser(self) -> None:
+        data, closed = self._parser.trailing_data
+        self._parser = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
+        if data:
+            self._parser.receive_data(bytes(data))
+        if closed:
+            self._parser.receive_data(b"")
 
     async def _serve_one(self) -> bool:
         """Read one request and answer it; whether the connection goes on."""
@@ -146,12 +162,14 @@ class _Connection:
         assert isinstance(event, h11.Request)
         self._between_requests = False
         request = self._request(event)
-        self._body_done, self._body_bytes = False, 0
+        self._version = event.http_version
+        keep_alive = event.http_version == b"1.1" and not _asks_to_close(request.headers.get("connection"))
+        self._body_done, self._body_bytes, self._continue_sent = False, 0, False
         reply = await self._server.handle(request)
-        close = not await self._finish_body(request) or self._server.closing
-        await self._respond(request.method, reply, close)
+        keep_alive = await self._finish_body(request) and keep_alive and not self._server.closing
+        await self._respond(request.method, reply, close=not keep_alive)
         self._between_requests = True
-        return self._h11.our_state is h11.DONE and self._h11.their_state is h11.DONE
+        return keep_alive
 
     def _request(self, event: h11.Request) -> HttpRequest:
         headers: dict[str, str] = {}
@@ -163,7 +181,7 @@ class _Connection:
 
     async def _next_event(self, idle: bool = False) -> h11.Event:
         while True:
-            event = self._h11.next_event()
+            event = self._parser.next_event()
             if event is h11.NEED_DATA:
                 try:
                     async with asyncio.timeout(self._server.idle_timeout):
@@ -172,18 +190,18 @@ class _Connection:
                     if idle and self.idle:
                         return h11.ConnectionClosed()  # an idle keep-alive connection times out
                     raise
-                self._h11.receive_data(data)
+                self._parser.receive_data(data)
                 continue
-            if event is h11.PAUSED:  # pipelined data behind a request not yet answered
-                raise h11.LocalProtocolError("paused")
+            assert event is not h11.PAUSED  # a parser reads one request only
             return event  # type: ignore[return-value]
 
     async def body_chunks(self) -> AsyncIterator[bytes]:
         """The request body as it arrives; sends 100 Continue first when it is awaited."""
         if self._body_done:
             return
-        if self._h11.they_are_waiting_for_100_continue:
-            await self._write(self._h11.send(h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")))
+        if self._parser.they_are_waiting_for_100_continue and not self._continue_sent:
+            self._continue_sent = True
+            await self._write(b"HTTP/1.1 100 Continue\r\n\r\n")
         try:
             while True:
                 event = await self._next_event()
@@ -203,8 +221,10 @@ class _Connection:
         read (False: the connection must close after the answer)."""
         if self._body_done:
             return True
-        if self._h11.they_are_waiting_for_100_continue or self._h11.their_state is h11.ERROR:
+        if self._parser.their_state is h11.ERROR:
             return False
+        if self._parser.they_are_waiting_for_100_continue and not self._continue_sent:
+            return False  # the client holds the body back until told to send it
         if request.content_length is not None and request.content_length - self._body_bytes > DRAIN_LIMIT:
             return False
         try:
@@ -216,24 +236,21 @@ class _Connection:
         return True
 
     async def _respond(self, method: str, reply: Reply, close: bool) -> None:
-        headers = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in reply.headers.items()]
-        headers.append((b"Date", _date.now()))
-        headers.append((b"Content-Length", b"%d" % len(reply.body)))
-        if close:
-            headers.append((b"Connection", b"close"))
-        head = self._h11.send(h11.Response(status_code=reply.status, headers=headers,
-                                           reason=_reason(reply.status)))
-        if self._h11.their_http_version == b"1.0":
-            head = b"HTTP/1.0" + head[8:]  # h11 writes 1.1; answer in the client's version, as Go does
-        parts = [head]
-        if method != "HEAD" and reply.body:
-            parts.append(self._h11.send(h11.Data(data=reply.body)))
-        parts.append(self._h11.send(h11.EndOfMessage()))
+        head = "".join(f"{name}: {value}\r\n" for name, value in reply.headers.items()).encode("latin-1")
+        parts = [b"HTTP/%s %d %s\r\n" % (self._version, reply.status, _reason(reply.status)), head,
+                 b"Date: %s\r\nContent-Length: %d\r\n" % (_date.now(), len(reply.body)),
+                 b"Connection: close\r\n\r\n" if close else b"\r\n"]
+        if method != "HEAD":
+            parts.append(reply.body)
         await self._write(b"".join(parts))
 
     async def _write(self, data: bytes) -> None:
         self._writer.write(data)
         await self._writer.drain()
+
+
+def _asks_to_close(connection: str | None) -> bool:
+    return connection is not None and any(token.strip().lower() == "close" for token in connection.split(","))
 
 
 def refusal(status: int) -> Reply:
@@ -242,11 +259,11 @@ def refusal(status: int) -> Reply:
     return Reply(status, b"%d %s" % (status, _reason(status)), {"Content-Type": "text/plain; charset=utf-8"})
 
 
+_REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
+
+
 def _reason(status: int) -> bytes:
-    try:
-        return HTTPStatus(status).phrase.encode()
-    except ValueError:
-        return b""
+    return _REASONS.get(status, b"")
 
 
 class HttpServer:
