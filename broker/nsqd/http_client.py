@@ -139,7 +139,7 @@ class HttpClient:
             connection = idle.pop()
             try:
                 return await self._exchange(key, connection, request, body)
-            except (_ClosedUnanswered, BrokenPipeError):
+            except (ConnectionResetError, BrokenPipeError):
                 continue  # closed by the server while it sat idle: the next one, or a new one
         connection = await self._connect(key)
         return await self._exchange(key, connection, request, body)

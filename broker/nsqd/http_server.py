@@ -9,8 +9,9 @@ writes the :class:`Reply` it returns. Only nsqd's needs are met, and only HTTP/1
   limit); ``Expect: 100-continue`` is answered when the handler starts reading;
 - a body the handler left unread is skipped when it is small (up to ``DRAIN_LIMIT``),
   otherwise the answer closes the connection;
-- a request h11 cannot parse is answered ``400 Bad Request`` (431 for oversized headers)
-  in plain text, as Go's server does, and the connection is closed;
+- a request h11 cannot parse is answered ``400 Bad Request`` (431 for oversized headers,
+  505 for an HTTP version other than 1.0 and 1.1) in plain text, as Go's server does, and
+  the connection is closed;
 - answers always carry Content-Length (and Date, as Go's do) and are written in the
   request's HTTP version; an HTTP/1.0 request or ``Connection: close`` closes after it;
 - every read waits at most ``idle_timeout`` (a connection between two requests, or a
@@ -22,6 +23,7 @@ writes the :class:`Reply` it returns. Only nsqd's needs are met, and only HTTP/1
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import ssl
 import time
@@ -36,8 +38,9 @@ from nsq_protocol.http_api import Reply
 IDLE_TIMEOUT = 75.0  # seconds; aiohttp's keep-alive default, which nsqd had before
 SHUTDOWN_GRACE = 60.0  # seconds running requests get to finish at close()
 DRAIN_LIMIT = 256 * 1024  # unread body bytes skipped to keep a connection open
-MAX_HEADER_BYTES = 64 * 1024  # request line and headers together
+MAX_HEADER_BYTES = 64 * 1024  # a request line and headers still incomplete past this: 431
 READ_SIZE = 256 * 1024
+LINGER = 1.0  # seconds input is still read and dropped when closing on a client still sending
 
 _WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
@@ -129,6 +132,7 @@ class _Connection:
         self._body_done = True
         self._body_bytes = 0
         self._continue_sent = False
+        self._unread_input = False
 
     @property
     def idle(self) -> bool:
@@ -139,12 +143,29 @@ class _Connection:
         try:
             while await self._serve_one():
                 self._next_parser()
+            if self._unread_input:
+                await self._linger()
         except h11.RemoteProtocolError as e:  # in a request's head: nothing is answered yet
-            await self._respond("", refusal(e.error_status_hint), close=True)
+            with contextlib.suppress(OSError):
+                await self._respond("", refusal(e.error_status_hint), close=True)
+                await self._linger()
         except (OSError, TimeoutError, asyncio.IncompleteReadError):
             pass  # the peer went away, stalled, or broke off mid-request: nothing to answer
         finally:
             self._writer.close()
+
+    async def _linger(self) -> None:
+        """Closing with the client still sending (a body left unread, a request refused):
+        stop writing, then read and drop what still comes for a moment, so the kernel does
+        not reset the connection and lose the answer before the client read it."""
+        try:
+            if self._writer.can_write_eof():
+                self._writer.write_eof()
+            async with asyncio.timeout(LINGER):
+                while await self._reader.read(READ_SIZE):
+                    pass
+        except (OSError, TimeoutError):
+            pass
 
     def _next_parser(self) -> None:
         data, closed = self._parser.trailing_data
@@ -160,13 +181,17 @@ class _Connection:
         if isinstance(event, h11.ConnectionClosed):
             return False
         assert isinstance(event, h11.Request)
+        if event.http_version not in (b"1.0", b"1.1"):  # h11 takes any digit.digit
+            raise h11.RemoteProtocolError("unsupported HTTP version", error_status_hint=505)
         self._between_requests = False
         request = self._request(event)
         self._version = event.http_version
         keep_alive = event.http_version == b"1.1" and not _asks_to_close(request.headers.get("connection"))
         self._body_done, self._body_bytes, self._continue_sent = False, 0, False
         reply = await self._server.handle(request)
-        keep_alive = await self._finish_body(request) and keep_alive and not self._server.closing
+        body_read = await self._finish_body(request)
+        self._unread_input = not body_read
+        keep_alive = body_read and keep_alive and not self._server.closing
         await self._respond(request.method, reply, close=not keep_alive)
         self._between_requests = True
         return keep_alive
