@@ -12,10 +12,10 @@ status codes are the same bytes as Go's.
 
 A handler returns data (or :class:`Reply` for an answer of its own, such as /metrics) and
 raises :class:`HttpError` for NSQ's error codes. :func:`answer` applies all of this around
-one request; :func:`middleware` is the one routing and error layer both servers put on
-aiohttp's router. It reads the request the way aiohttp presents it (``match_info``'s
-``http_exception`` and its ``allowed_methods``) and leaves building the response to the
-server, so this package still does no I/O and imports no web framework.
+one request (nsqd's own h11 server calls it directly); :func:`middleware` is the same as
+a layer on aiohttp's router, for nsqlookupd. It reads the request the way aiohttp presents
+it (``match_info``'s ``http_exception`` and its ``allowed_methods``) and leaves building
+the response to the server, so this package still does no I/O and imports no web framework.
 """
 from __future__ import annotations
 
