@@ -4,7 +4,10 @@ measuring instrument).
 
 Processes come and go during a Spark run (Python workers, planner processes), so a
 sampler thread reads every descendant's CPU time a few times a second and keeps the
-last value seen for each; a process that lived less than one interval is missed.
+last value seen for each. A process that lived less than one interval (a ``chmod`` a JVM
+starts) is never seen, but its CPU time is added to its parent's once the parent reaps
+it: what the parents' children's time grew by, less what the sampler had seen of the
+children that went, is reported as role ``unsampled children``.
 """
 from __future__ import annotations
 
@@ -19,9 +22,13 @@ TICK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def _processes() -> dict[int, tuple[int, str, float, int]]:
-    """pid -> (parent pid, command line, CPU seconds, resident bytes) of every process we may read."""
-    found: dict[int, tuple[int, str, float, int]] = {}
+UNSAMPLED = "unsampled children"
+
+
+def _processes() -> dict[int, tuple[int, str, float, int, float]]:
+    """pid -> (parent pid, command line, CPU seconds, resident bytes, CPU seconds of its
+    reaped children) of every process we may read."""
+    found: dict[int, tuple[int, str, float, int, float]] = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -34,7 +41,7 @@ def _processes() -> dict[int, tuple[int, str, float, int]]:
             continue
         fields = stat[stat.rindex(")") + 2:].split()
         found[int(name)] = (int(fields[1]), command, (int(fields[11]) + int(fields[12])) / TICK,
-                            int(fields[21]) * PAGE)
+                            int(fields[21]) * PAGE, (int(fields[13]) + int(fields[14])) / TICK)
     return found
 
 
@@ -66,14 +73,18 @@ class ProcessMeter:
         self.interval = interval
         self._start: dict[int, float] = {}
         self._last: dict[int, tuple[str, float]] = {}
+        self._children_start: dict[int, float] = {}   # pid -> its reaped children's CPU, at the start
+        self._children: dict[int, float] = {}         # ... last seen
+        self._parent: dict[int, int] = {}
+        self._gone: set[int] = set()                  # seen, then reaped
         self._peak: dict[int, int] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cpu-meter", daemon=True)
 
-    def _descendants(self, table: dict[int, tuple[int, str, float, int]]) -> set[int]:
+    def _descendants(self, table: dict[int, tuple[int, str, float, int, float]]) -> set[int]:
         children: dict[int, list[int]] = defaultdict(list)
-        for pid, (parent, _, _, _) in table.items():
+        for pid, (parent, _, _, _, _) in table.items():
             children[parent].append(pid)
         found, todo = set(), [self.root]
         while todo:
@@ -90,10 +101,13 @@ class ProcessMeter:
         table = _processes()
         for pid in self._descendants(table):
             if pid in table:
-                _, command, cpu, rss = table[pid]
+                parent, command, cpu, rss, children = table[pid]
                 if command:  # a zombie has none: keep what was seen while it ran
                     self._last[pid] = ("bench" if pid == self.root else self.role(command), cpu)
                     self._peak[pid] = max(rss, self._peak.get(pid, 0))
+                    self._children[pid] = children
+                    self._parent[pid] = parent
+        self._gone.update(pid for pid in self._last if pid not in table)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
@@ -102,6 +116,7 @@ class ProcessMeter:
     def __enter__(self) -> "ProcessMeter":
         self._sample()
         self._start = {pid: cpu for pid, (_, cpu) in self._last.items()}
+        self._children_start = dict(self._children)
         self._thread.start()
         return self
 
@@ -121,6 +136,12 @@ class ProcessMeter:
         spent: dict[str, float] = defaultdict(float)
         for pid, (role, cpu) in self._last.items():
             spent[role] += cpu - self._start.get(pid, 0.0)
+        reaped = sum(self._children[pid] - self._children_start.get(pid, 0.0) for pid in self._children
+                     if pid not in self._gone)
+        seen_of_reaped = sum(self._last[pid][1] + self._children[pid]
+                             - self._start.get(pid, 0.0) - self._children_start.get(pid, 0.0)
+                             for pid in self._gone if self._parent.get(pid) in self._children)
+        spent[UNSAMPLED] = max(0.0, reaped - seen_of_reaped)
         return dict(sorted(spent.items(), key=lambda item: -item[1]))
 
     def peak_rss_by_role(self) -> dict[str, int]:

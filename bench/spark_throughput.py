@@ -4,6 +4,7 @@
     .venv/bin/python bench/spark_throughput.py --runs 5 --messages 400000
     .venv/bin/python bench/spark_throughput.py --only nsq_to_noop,spark_to_nsq --progress
     .venv/bin/python bench/spark_throughput.py --scaling            # partitions 1/2/4, two copies
+    .venv/bin/python bench/spark_throughput.py --batch 100000,200000   # a row per batch size
 
 Workloads, each against a fresh nsqd (``--max-rdy-count`` and ``--mem-queue-size`` raised
 to the message count, as a pipeline's broker should be):
@@ -13,19 +14,25 @@ to the message count, as a pipeline's broker should be):
   happens only after Spark committed the batch holding it).
 - ``nsq_to_parquet``: the same into Parquet files, encoded as the archive job encodes them
   (``nsq_spark.archive.PARQUET_OPTIONS``).
-
-The session has the archive job's settings (``nsq_spark.archive.SESSION_CONF``: how the
-checkpoint's logs are written); the write runs in the same session.
 - ``spark_to_nsq``: ``spark.range(n)`` as string bodies, ``write.format("nsq")``.
 - with ``--scaling``: ``nsq_to_parquet`` with 1, 2 and 4 partitions per micro-batch, and
   ``2_copies_parquet``: two queries (each its own reader and checkpoint, as two copies of
   the archive job) on one channel.
+- with ``--batch 100000,200000``: each read once more per further batch size
+  (``nsq_to_parquet@200k``), ``max_in_flight`` twice the batch as always.
+
+The session has the archive job's settings (``nsq_spark.archive.SESSION_CONF``: how the
+checkpoint's logs are written); the write runs in the same session.
 
 Each run of a workload gives: start-up (from the start until nsqd saw the first message
 FINed, or for the write the first one published), the steady rate after that, the
 overall rate, and with ``--usage`` the CPU seconds each kind of process spent per 100k
-messages and the largest resident memory of one process of each kind. A row is the median of ``--runs`` runs; the runs of all workloads interleave,
-so read and write share the machine's load. A small warm-up of every path runs first.
+messages and the largest resident memory of one process of each kind. A row is the
+median of ``--runs`` runs; the runs of all workloads interleave, so read and write share
+the machine's load. First a small pass over every path (Spark's first use of each), then
+``--warmup-runs`` rounds of every row at full size whose figures are dropped (each is
+printed to stderr): the driver JVM's JIT compiler works through Spark's per-batch code
+for several rounds, which a job that runs for hours pays once.
 Spark is bound to 127.0.0.1. A read query is stopped after a drain (the reader FINed
 everything and Spark runs no batch), so stopping it aborts nothing.
 """
@@ -237,19 +244,30 @@ def run(name: str, setup: Setup) -> Run:
                 return publish(setup, nsqd)
             if name == "2_copies_parquet":
                 return consume(setup, nsqd, workdir, 2, "nsq_to_parquet")
-            return consume(setup, nsqd, workdir, 1, name.split("@")[0])
+            return consume(setup, nsqd, workdir, 1, name)
         finally:
             nsqd.stop()
 
 
-def plan(only: list[str], scaling: bool) -> Iterator[tuple[str, int | None]]:
-    """(row name, partitions or None for the default)."""
+@dataclass(frozen=True)
+class Row:
+    name: str                       # as printed
+    workload: str                   # one of WORKLOADS, or 2_copies_parquet
+    partitions: int | None = None   # None: --partitions
+    batch: int | None = None        # None: the first of --batch
+
+
+def plan(only: list[str], scaling: bool, batches: list[int]) -> Iterator[Row]:
+    """The rows of one round: each workload, each read once more per further batch size."""
     for name in only:
-        yield name, None
+        yield Row(name, name)
+        if name in READS:
+            for batch in batches[1:]:
+                yield Row(f"{name}@{batch // 1000}k", name, batch=batch)
     if scaling:
         for p in SCALING_PARTITIONS:
-            yield f"nsq_to_parquet@{p}", p
-        yield "2_copies_parquet", None
+            yield Row(f"nsq_to_parquet@{p}", "nsq_to_parquet", partitions=p)
+        yield Row("2_copies_parquet", "2_copies_parquet")
 
 
 def spark_session(master: str, conf: list[str]) -> SparkSession:
@@ -335,18 +353,30 @@ def measure(mode: str, args: argparse.Namespace, only: list[str]) -> dict[str, l
     with tempfile.TemporaryDirectory(prefix="nsq-spark-bench-") as tmp, \
             session_for(mode, args.conf, Path(tmp)) as spark:
         warm = Setup(spark, args.warmup, args.size, max(1000, args.warmup // 2), args.partitions, False)
-        for name in WORKLOADS:  # Spark's first use of each path, and the JIT's
+        for name in WORKLOADS:  # Spark's first use of each path
             run(name, warm)
-        for i in range(args.runs):
-            for name, partitions in plan(only, args.scaling):
-                setup = Setup(spark, args.messages, args.size, args.batch, partitions or args.partitions,
+        # Rounds at full size whose figures are dropped: the JIT compiles Spark's per-batch
+        # code for several rounds (its compiler threads took 0.3-0.5 CPU s per 100k messages
+        # of the first runs' steady part, under 0.1 from the sixth on), which a long-running
+        # job pays once.
+        for i in range(-args.warmup_runs, args.runs):
+            for row in plan(only, args.scaling, args.batch):
+                batch = row.batch or args.batch[0]
+                setup = Setup(spark, args.messages, args.size, batch, row.partitions or args.partitions,
                               args.progress, {} if args.parquet_defaults else dict(PARQUET_OPTIONS))
-                result = run(name, setup)
+                result = run(row.workload, setup)
                 if not args.usage:
                     result.cpu, result.steady_cpu, result.peak_rss = {}, {}, {}
-                rows[name].append(result)
-                print(f"  {mode} run {i + 1} {name}: {result.rate:.0f} msgs/s", file=sys.stderr, flush=True)
+                label = f"warm-up {i + args.warmup_runs + 1}" if i < 0 else f"run {i + 1}"
+                print(f"  {mode} {label} {row.name}: {result.rate:.0f} msgs/s, steady {result.steady:.0f}, "
+                      f"start-up {result.startup:.1f} s, load {os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
+                if i >= 0:
+                    rows[row.name].append(result)
     return rows
+
+
+def _sizes(text: str) -> list[int]:
+    return [int(size) for size in text.split(",") if size]
 
 
 def main() -> None:
@@ -355,10 +385,14 @@ def main() -> None:
     parser.add_argument("--mode", default="local", help="local, standalone or local,standalone")
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--size", type=int, default=200, help="body bytes")
-    parser.add_argument("--batch", type=int, default=100_000, help="max messages per micro-batch")
+    parser.add_argument("--batch", type=_sizes, default=[100_000],
+                        help="max messages per micro-batch (max_in_flight is twice that); a list "
+                             "(100000,200000) adds a row of each read per further size")
     parser.add_argument("--partitions", type=int, default=2, help="partitions per micro-batch")
     parser.add_argument("--runs", type=int, default=3, help="runs of each workload (a row is their median)")
-    parser.add_argument("--warmup", type=int, default=20_000, help="messages of the warm-up of each path")
+    parser.add_argument("--warmup", type=int, default=20_000, help="messages of the first use of each path")
+    parser.add_argument("--warmup-runs", type=int, default=5,
+                        help="rounds of every row at full size before the measured runs (not reported)")
     parser.add_argument("--only", default=",".join(WORKLOADS))
     parser.add_argument("--scaling", action="store_true",
                         help="add nsq_to_parquet with 1/2/4 partitions and two copies on one channel")
@@ -385,8 +419,9 @@ def main() -> None:
     for mode in modes:
         rows = measure(mode, args, only)
         where = "local[2]" if mode == "local" else "standalone master + worker (2 cores), driver apart"
-        print(f"\n{where}: {args.messages} messages of {args.size} bytes, batches of {args.batch}, "
-              f"{args.partitions} partitions, median of {args.runs} runs, load average {os.getloadavg()[0]:.1f}")
+        print(f"\n{where}: {args.messages} messages of {args.size} bytes, batches of {args.batch[0]}, "
+              f"{args.partitions} partitions, median of {args.runs} runs after {args.warmup_runs} "
+              f"warm-up rounds, load average {os.getloadavg()[0]:.1f}")
         report(rows)
         sys.stdout.flush()
 
