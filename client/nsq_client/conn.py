@@ -375,7 +375,7 @@ class Connection:
     # no per-message delegate calls. The caller answers each delivered ID exactly once.
     def finish_ids(self, ids: Sequence[bytes]) -> None:
         self.in_flight -= len(ids)
-        self._answer(b"".join(map(cmd.fin, ids)))
+        self._answer(cmd.fins(ids))
 
     def requeue_ids(self, ids: Sequence[bytes], delay_ms: int = 0) -> None:
         self.in_flight -= len(ids)

@@ -32,6 +32,13 @@ def test_line_commands() -> None:
     assert commands.req(MSG_ID, 0) == b"REQ 0123456789abcdef 0\n"
 
 
+def test_fins_is_one_fin_line_per_id_in_order() -> None:
+    ids = [MSG_ID, b"fedcba9876543210", MSG_ID[::-1]]
+    assert commands.fins(ids) == b"".join(commands.fin(i) for i in ids)
+    assert commands.fins([MSG_ID]) == commands.fin(MSG_ID)
+    assert commands.fins([]) == b""
+
+
 def test_pub() -> None:
     assert commands.pub("t", b"hello") == b"PUB t\n" + size(5) + b"hello"
 
