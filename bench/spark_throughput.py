@@ -356,9 +356,9 @@ def measure(mode: str, args: argparse.Namespace, only: list[str]) -> dict[str, l
         for name in WORKLOADS:  # Spark's first use of each path
             run(name, warm)
         # Rounds at full size whose figures are dropped: the JIT compiles Spark's per-batch
-        # code for several rounds (its compiler threads took 0.3-0.5 CPU s per 100k messages
-        # of the first runs' steady part, under 0.1 from the sixth on), which a long-running
-        # job pays once.
+        # code for several rounds (its compiler threads took 0.3-0.46 CPU s per 100k messages
+        # of the steady part in the first three runs of a session, 0.06-0.07 in the seventh
+        # and eighth), which a long-running job pays once.
         for i in range(-args.warmup_runs, args.runs):
             for row in plan(only, args.scaling, args.batch):
                 batch = row.batch or args.batch[0]
