@@ -27,6 +27,7 @@ import contextlib
 import logging
 import ssl
 import time
+from email.utils import formatdate
 from http import HTTPStatus
 from typing import AsyncIterator, Awaitable, Callable
 from urllib.parse import unquote
@@ -42,8 +43,6 @@ MAX_HEADER_BYTES = 64 * 1024  # a request line and headers still incomplete past
 READ_SIZE = 256 * 1024
 LINGER = 1.0  # seconds input is still read and dropped when closing on a client still sending
 
-_WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
-_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
 
 class BodyUnreadable(Exception):
@@ -61,9 +60,7 @@ class _Date:
     def now(self) -> bytes:
         second = int(time.time())
         if second != self._second:
-            t = time.gmtime(second)
-            self._value = (f"{_WEEKDAYS[t.tm_wday]}, {t.tm_mday:02d} {_MONTHS[t.tm_mon - 1]} {t.tm_year} "
-                           f"{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d} GMT").encode()
+            self._value = formatdate(second, usegmt=True).encode()
             self._second = second
         return self._value
 

@@ -56,6 +56,12 @@ class CountingServer:
         assert self._server is not None
         self._server.close()
 
+    async def __aenter__(self) -> "CountingServer":
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
 
 @pytest.fixture
 async def client() -> AsyncIterator[HttpClient]:
@@ -74,34 +80,25 @@ async def test_publishes_to_a_real_nsqd_and_reads_its_answers(nsqd: Nsqd, topic:
 
 
 async def test_requests_to_one_server_share_a_connection(client: HttpClient) -> None:
-    server = await CountingServer().start()
-    try:
+    async with CountingServer() as server:
         answers = [await client.request("GET", f"http://{HOST}:{server.port}/n{i}") for i in range(5)]
         assert [a.body for a in answers] == [b"/n%d" % i for i in range(5)]
         assert server.connections == 1
-    finally:
-        await server.close()
 
 
 async def test_a_connection_the_server_dropped_meanwhile_is_replaced(client: HttpClient) -> None:
-    server = await CountingServer(close_after_answer=True).start()
-    try:
+    async with CountingServer(close_after_answer=True) as server:
         for i in range(3):
             assert (await client.request("GET", f"http://{HOST}:{server.port}/x{i}")).body == b"/x%d" % i
         assert server.connections == 3
-    finally:
-        await server.close()
 
 
 async def test_a_server_that_never_answers_times_out(client: HttpClient) -> None:
-    server = await CountingServer(answer=False).start()
-    try:
+    async with CountingServer(answer=False) as server:
         started = time.monotonic()
         with pytest.raises(HttpClientError, match="no answer within 0.5s"):
             await client.request("POST", f"http://{HOST}:{server.port}/mpub", body=b"x" * 100)
         assert 0.45 <= time.monotonic() - started < 3.0
-    finally:
-        await server.close()
 
 
 async def test_a_refused_connection_fails_at_once(client: HttpClient) -> None:
