@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import re
 import socket
+import time
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 
 import pytest
 from hypothesis import given, settings
@@ -103,6 +105,14 @@ def test_keep_alive_serves_one_request_after_another(nsqd: Nsqd, topic: str, cli
         assert (answer.status, answer.body, answer.version) == (200, b"OK", b"1.1")
         assert "connection" not in answer.headers
     assert nsqd.topic(topic)["depth"] == 3
+
+
+def test_answers_carry_the_current_date_in_http_form(nsqd: Nsqd, client_of) -> None:  # type: ignore[no-untyped-def]
+    c = client_of(nsqd)
+    c.send(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+    date = c.answer().headers["date"]
+    assert re.fullmatch(r"(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d\d [A-Z][a-z]{2} \d{4} \d\d:\d\d:\d\d GMT", date)
+    assert abs(parsedate_to_datetime(date).timestamp() - time.time()) < 5
 
 
 def test_pipelined_requests_are_answered_in_order(nsqd: Nsqd, topic: str, client_of) -> None:  # type: ignore[no-untyped-def]
