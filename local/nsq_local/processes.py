@@ -8,6 +8,7 @@ import shutil
 import signal
 import socket
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,21 +24,41 @@ def _ephemeral_ports() -> tuple[int, int]:
         return 32768, 60999  # Linux's default
 
 
+_handed_out: set[int] = set()
+_handed_out_lock = threading.Lock()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port nothing is bound to, below the kernel's ephemeral range: a port from that range
     can be given to any outgoing connection, which then holds it while the server that was
-    meant to listen there is restarting (or has not bound it yet), and that start fails."""
+    meant to listen there is restarting (or has not bound it yet), and that start fails.
+
+    A port is handed out once per process: a cluster takes all its ports before any node
+    binds one, so a port still free when asked for twice would go to two nodes."""
     low = _ephemeral_ports()[0]
     candidates = range(max(1024, low - 12000), low)
-    for _ in range(100):
-        port = random.choice(candidates)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind((host, port))
-            except OSError:
-                continue
-            return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # all taken: any the kernel gives
+    with _handed_out_lock:
+        for _ in range(200):
+            port = random.choice(candidates)
+            if port not in _handed_out and _bindable(host, port):
+                break
+        else:
+            port = _any_port(host)  # nearly all taken: any the kernel gives
+        _handed_out.add(port)
+        return port
+
+
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def _any_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
 
