@@ -4,18 +4,25 @@
   median over ``--runs`` starts;
 - pub: ``POST /pub`` requests per second from one keep-alive client that waits for each
   answer (a raw socket, so the client costs little), ``--requests`` per run, bounded by
-  ``--seconds``, median over ``--runs``.
+  ``--seconds``, median over ``--runs``;
+- mpub: messages per second through ``POST /mpub?binary=true``, 100 messages of 200 bytes
+  per request, the same client, ``--requests`` / 10 requests per run.
+
+``--previous`` adds another version of ours (a command, as in ``throughput.py``),
+alternated with the others.
 
 Prints figures, asserts nothing.
 
     .venv/bin/python bench/http_footprint.py
     .venv/bin/python bench/http_footprint.py --runs 5 --requests 20000
+    .venv/bin/python bench/http_footprint.py --previous "env PYTHONPATH=<tree>/broker:<tree>/protocol .venv/bin/python -m nsqd.cli"
 """
 from __future__ import annotations
 
 import argparse
 import socket
 import statistics
+import struct
 import sys
 import time
 from pathlib import Path
@@ -67,11 +74,10 @@ def _read_answer(sock: socket.socket, pending: bytearray) -> None:
         pending += chunk
 
 
-def pub_rate(command: str, requests: int, seconds: float) -> float:
+def _post_rate(command: str, request: bytes, requests: int, seconds: float) -> float:
+    """Requests per second, each sent once the previous one was answered."""
     server = Server(command, [])
     try:
-        request = (f"POST /pub?topic=bench HTTP/1.1\r\nHost: {HOST}\r\nContent-Length: 200\r\n\r\n".encode()
-                   + b"x" * 200)
         with socket.create_connection((HOST, server.http)) as sock:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             pending = bytearray()
@@ -87,25 +93,50 @@ def pub_rate(command: str, requests: int, seconds: float) -> float:
         server.close()
 
 
+def _post(path: str, body: bytes) -> bytes:
+    return f"POST {path} HTTP/1.1\r\nHost: {HOST}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
+
+
+def pub_rate(command: str, requests: int, seconds: float) -> float:
+    return _post_rate(command, _post("/pub?topic=bench", b"x" * 200), requests, seconds)
+
+
+MPUB_BATCH = 100
+
+
+def mpub_rate(command: str, requests: int, seconds: float) -> float:
+    """Messages per second."""
+    body = struct.pack(">I", MPUB_BATCH) + (struct.pack(">I", 200) + b"x" * 200) * MPUB_BATCH
+    request = _post("/mpub?topic=bench&binary=true", body)
+    return MPUB_BATCH * _post_rate(command, request, max(1, requests // 10), seconds)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--requests", type=int, default=10000)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--previous", default="", help="command of another nsqd to alternate with")
     args = parser.parse_args()
     commands = {"ours": OURS}
     if reference_nsqd():
         commands["go"] = reference_nsqd()
+    if args.previous:
+        commands["prev"] = args.previous
     idle: dict[str, list[int]] = {name: [] for name in commands}
     rate: dict[str, list[float]] = {name: [] for name in commands}
+    mpub: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(args.runs):
-        for name, command in commands.items():  # alternated: both see the same machine
+        for name, command in commands.items():  # alternated: all see the same machine
             idle[name].append(idle_peak(command))
             rate[name].append(pub_rate(command, args.requests, args.seconds))
-    print(f"{'':>6} {'idle VmHWM':>12} {'POST /pub req/s':>16}   (medians of {args.runs})")
+            mpub[name].append(mpub_rate(command, args.requests, args.seconds))
+    print(f"{'':>6} {'idle VmHWM':>12} {'POST /pub req/s':>16} {'POST /mpub msgs/s':>18}   (medians of {args.runs})")
     for name in commands:
         print(f"{name:>6} {statistics.median(idle[name]) / 2**20:>9.1f} MiB {statistics.median(rate[name]):>16.0f}"
-              f"   runs: {[round(v / 2**20, 1) for v in idle[name]]} MiB, {[round(v) for v in rate[name]]} req/s")
+              f" {statistics.median(mpub[name]):>18.0f}"
+              f"   runs: {[round(v / 2**20, 1) for v in idle[name]]} MiB, {[round(v) for v in rate[name]]} req/s,"
+              f" {[round(v) for v in mpub[name]]} msgs/s")
 
 
 if __name__ == "__main__":

@@ -186,9 +186,13 @@ class HttpApi:
             defer = defer_ms / 1000
         self._check_not_exiting()
         topic = self.nsqd.get_topic(topic_name)
-        msg = self.nsqd.new_message(body)
-        msg.defer = defer
-        await self._put_durably(lambda: topic.put(msg))
+        if defer > 0:
+            msg = self.nsqd.new_message(body)
+            msg.defer = defer
+            await self._put_durably(lambda: topic.put(msg))
+        else:
+            payload = self.nsqd.new_payload(body)
+            await self._put_durably(lambda: topic.put(payload))
         return "OK"
 
     async def mpub(self, request: HttpRequest) -> str:
@@ -213,8 +217,11 @@ class HttpApi:
             bodies = [line for line in body.split(b"\n") if line]
             if any(len(b) > opts.max_msg_size for b in bodies):
                 raise HttpError(413, "MSG_TOO_BIG")
-        msgs = [self.nsqd.new_message(b) for b in bodies]
-        await self._put_durably(lambda: topic.put_many(msgs))
+        if not bodies:
+            return "OK"
+        # as TCP's MPUB: one timestamp, the IDs taken at once, encoded as one run
+        payloads = self.nsqd.new_payloads(bodies)
+        await self._put_durably(lambda: topic.put_payloads(payloads))
         return "OK"
 
     async def _put_durably(self, put: Callable[[], None]) -> None:

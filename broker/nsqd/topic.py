@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Callable, Iterable
+from typing import Callable
 
 from nsq_protocol.names import is_ephemeral
 
@@ -77,10 +77,6 @@ class Topic:
         else:
             self._enqueue(item)
             self._schedule_flush()
-
-    def put_many(self, items: Iterable[Payload | Message]) -> None:
-        for item in items:
-            self.put(item)
 
     def put_payloads(self, payloads: Payloads) -> None:
         """An MPUB's fresh messages: every channel takes the batch at once."""

@@ -101,3 +101,22 @@ def test_http_publishing_counts_in_topic_stats(nsqd: Nsqd, topic: str) -> None:
     stats = nsqd.topic(topic)
     assert stats is not None
     assert stats["message_count"] == 3 and stats["message_bytes"] == 8 and stats["depth"] == 3
+
+
+def test_http_publishes_are_delivered_in_order_whether_queued_on_the_topic_or_not(
+        nsqd: Nsqd, consumer: Consumer, topic: str) -> None:
+    # before any channel the topic holds what is published (an MPUB large enough to be kept
+    # as one run, a PUB, a text MPUB); the first channel takes it when it appears, then new
+    # publishes go straight to it
+    early = [f"early {i}".encode() for i in range(300)] + [b"single"] + [b"text a", b"text b"]
+    assert http("POST", nsqd.url(f"/mpub?topic={topic}&binary=true"), encode_mpub_body(early[:300])) == (200, b"OK")
+    assert http("POST", nsqd.url(f"/pub?topic={topic}"), b"single") == (200, b"OK")
+    assert http("POST", nsqd.url(f"/mpub?topic={topic}"), b"text a\ntext b\n") == (200, b"OK")
+    assert nsqd.topic(topic)["depth"] == len(early)  # type: ignore[index]
+    late = [f"late {i}".encode() for i in range(300)]
+    sub = consumer(nsqd, topic, "ch", rdy=1000)
+    assert http("POST", nsqd.url(f"/mpub?topic={topic}&binary=true"), encode_mpub_body(late)) == (200, b"OK")
+    got = sub.read_messages(len(early) + len(late))
+    assert [m.body for m in got] == early + late
+    assert len({m.id for m in got}) == len(got) and all(m.attempts == 1 for m in got)
+    sub.expect_silence(0.2)
