@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from pyspark.sql.streaming.datasource import ReadMaxRows  # noqa: E402
 
-from bench.spark_throughput import CHANNEL, TOPIC, fill, finished  # noqa: E402
+from bench.spark_throughput import CHANNEL, TOPIC, create_channel, fill, finished  # noqa: E402
 from nsq_spark.options import SourceOptions  # noqa: E402
 from nsq_spark.reader import NsqStreamReader  # noqa: E402
 from tests.servers import Nsqd, wait_for  # noqa: E402
@@ -43,7 +43,7 @@ def one_run(messages: int, size: int, batch: int, partitions: int) -> dict[str, 
         nsqd = Nsqd(Path(tmp) / "nsqd", {"max-rdy-count": max(2500, messages),
                                        "mem-queue-size": messages + 1, "msg-timeout": "5m"}).start()
         try:
-            nsqd.post(f"/channel/create?topic={TOPIC}&channel={CHANNEL}")
+            create_channel(nsqd)
             fill(nsqd, messages, size)
             reader = NsqStreamReader(SourceOptions(
                 topic=TOPIC, channel=CHANNEL, nsqd_tcp_addresses=(nsqd.tcp_address,),

@@ -104,6 +104,14 @@ def body(i: int, size: int) -> bytes:
     return head + b"x" * (size - len(head))
 
 
+def create_channel(nsqd: Nsqd) -> None:
+    """The reader's channel, before the messages arrive: they are queued on it, as on a
+    pipeline's channel that already exists (nsqd creates no topic for /channel/create)."""
+    for path in (f"/topic/create?topic={TOPIC}", f"/channel/create?topic={TOPIC}&channel={CHANNEL}"):
+        answer = nsqd.post(path)
+        assert answer.status == 200, (path, answer)
+
+
 def fill(nsqd: Nsqd, count: int, size: int) -> None:
     for start in range(0, count, 5000):
         answer = nsqd.post(f"/mpub?topic={TOPIC}&binary=true",
@@ -180,7 +188,7 @@ def stop_drained(query: StreamingQuery, drain: DrainSignal) -> None:
 
 
 def consume(setup: Setup, nsqd: Nsqd, workdir: Path, copies: int, sink_name: str) -> Run:
-    nsqd.post(f"/channel/create?topic={TOPIC}&channel={CHANNEL}")
+    create_channel(nsqd)
     fill(nsqd, setup.messages, setup.size)
     drains = [DrainSignal(workdir / f"drain-{i}") for i in range(copies)]
     queries: list[StreamingQuery] = []
