@@ -60,6 +60,7 @@ class Runtime:
     _login_kwargs: dict[str, Any] = field(default_factory=dict)
     _kube: KubeApi | None = None
     _http: aiohttp.ClientSession | None = None
+    _closed: bool = False
 
     def log_in(self, **kwargs: Any) -> kopf.ConnectionInfo | None:
         """Log in anew (kopf asks at start and whenever the apiserver refused what it had);
@@ -77,6 +78,7 @@ class Runtime:
 
     @property
     def kube(self) -> KubeApi:
+        self._check_open()
         if self._kube is None:
             self._current()
             self._kube = KubeApi(self._current, relogin=lambda: self.log_in(**self._login_kwargs))
@@ -84,6 +86,7 @@ class Runtime:
 
     @property
     def http(self) -> aiohttp.ClientSession:
+        self._check_open()
         if self._http is None or self._http.closed:
             self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.intervals.http_timeout))
         return self._http
@@ -118,7 +121,14 @@ class Runtime:
         held = list(self.cluster_index.get((namespace, name), []))
         return str(held[0]) if held else None
 
+    def _check_open(self) -> None:
+        # a handler still running when the operator's cleanup closed the connections must
+        # not open new ones: nothing would close them
+        if self._closed:
+            raise RuntimeError("the operator is stopping: its connections are closed")
+
     async def close(self) -> None:
+        self._closed = True
         if self._kube is not None:
             await self._kube.close()
             self._kube = None

@@ -64,6 +64,7 @@ class KubeApi:
         self._ssl: ssl.SSLContext | None = None
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
+        self._closed = False
         self._follow()
 
     def _follow(self) -> kopf.ConnectionInfo:
@@ -77,11 +78,14 @@ class KubeApi:
         return self._follow().server.rstrip("/")
 
     def _client(self) -> aiohttp.ClientSession:
+        if self._closed:
+            raise RuntimeError("the Kubernetes API client is closed")
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(timeout=self._timeout)
         return self._session
 
     async def close(self) -> None:
+        self._closed = True
         if self._session is not None:
             await self._session.close()
 
