@@ -186,13 +186,7 @@ class HttpApi:
             defer = defer_ms / 1000
         self._check_not_exiting()
         topic = self.nsqd.get_topic(topic_name)
-        if defer > 0:
-            msg = self.nsqd.new_message(body)
-            msg.defer = defer
-            await self._put_durably(lambda: topic.put(msg))
-        else:
-            payload = self.nsqd.new_payload(body)
-            await self._put_durably(lambda: topic.put(payload))
+        await self._put_durably(lambda: self.nsqd.publish(topic, [body], defer))
         return "OK"
 
     async def mpub(self, request: HttpRequest) -> str:
@@ -217,11 +211,7 @@ class HttpApi:
             bodies = [line for line in body.split(b"\n") if line]
             if any(len(b) > opts.max_msg_size for b in bodies):
                 raise HttpError(413, "MSG_TOO_BIG")
-        if not bodies:
-            return "OK"
-        # as TCP's MPUB: one timestamp, the IDs taken at once, encoded as one run
-        payloads = self.nsqd.new_payloads(bodies)
-        await self._put_durably(lambda: topic.put_payloads(payloads))
+        await self._put_durably(lambda: self.nsqd.publish(topic, bodies))
         return "OK"
 
     async def _put_durably(self, put: Callable[[], None]) -> None:

@@ -150,6 +150,18 @@ class NSQD:
             return encode_run(time.time_ns(), self._guid.next_runs(len(bodies)), bodies)
         return encode_payloads(time.time_ns(), self._guid.next_runs(len(bodies)), bodies)
 
+    def publish(self, topic: Topic, bodies: Sequence[bytes], defer: float = 0.0) -> None:
+        """Put published messages on ``topic`` (PUB, MPUB, DPUB and HTTP's /pub and /mpub):
+        fresh payloads, several at once as one batch; a deferred one as a ``Message``."""
+        if defer > 0:
+            msg = self.new_message(bodies[0])
+            msg.defer = defer
+            topic.put(msg)
+        elif len(bodies) == 1:
+            topic.put(self.new_payload(bodies[0]))
+        elif bodies:
+            topic.put_payloads(self.new_payloads(bodies))
+
     # -- topics and channels --------------------------------------------------
     def _backend(self, name: str, ephemeral: bool) -> Backend:
         if ephemeral:

@@ -540,14 +540,7 @@ class V2Protocol(asyncio.Protocol):
         if topic.exiting or nsqd.exiting:
             raise ProtocolError(_failed(command), f"{command} failed: exiting")
         try:
-            if defer > 0:
-                msg = nsqd.new_message(bodies[0])
-                msg.defer = defer
-                topic.put(msg)
-            elif len(bodies) == 1:
-                topic.put(nsqd.new_payload(bodies[0]))
-            else:
-                topic.put_payloads(nsqd.new_payloads(bodies))
+            nsqd.publish(topic, bodies, defer)
         except DiskQueueError as e:
             raise ProtocolError(_failed(command), f"{command} failed {e}") from None
         client.published(topic_name, len(bodies))
