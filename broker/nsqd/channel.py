@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import sys
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Callable, Iterable
@@ -44,6 +45,9 @@ if TYPE_CHECKING:
     from .client_conn import ClientConn
 
 log = logging.getLogger("nsqd")
+
+STALE_IN_TURN = 16  # entries of consumers that left tolerated in a channel's turn
+EMPTY_DICT_SIZE = sys.getsizeof({0: 0})  # a dict's size with its smallest table
 
 
 class ChannelError(Exception):
@@ -234,7 +238,22 @@ class Channel:
         client = self.clients.pop(client_id, None)
         if client is None:
             return
-        self._with_room_ids.discard(client_id)  # its queue entry is skipped when reached
+        in_turn = self._with_room_ids
+        in_turn.discard(client_id)  # its entry in the turn is skipped when the pump reaches it
+        turn = self._with_room
+        # The pump reaches the turn only while messages wait: on an empty channel the
+        # entries of consumers that left would pile up (and keep each connection's
+        # objects) as consumers come and go. Every entry is either in ``in_turn`` or
+        # left: once the ones that left outnumber the rest, the turn keeps only the
+        # others, in order (in place: a running pump holds the deque).
+        if not self.clients:
+            turn.clear()
+            if sys.getsizeof(self.clients) > EMPTY_DICT_SIZE:  # tables sized for a peak of consumers
+                self.clients, self._with_room_ids = {}, set()
+        elif len(turn) - len(in_turn) > max(STALE_IN_TURN, len(in_turn)):
+            live = [c for c in turn if c.id in in_turn]
+            turn.clear()
+            turn.extend(live)
         if not self.clients and self.ephemeral and self._on_ephemeral_empty is not None:
             self._on_ephemeral_empty(self)
 

@@ -14,6 +14,7 @@ import logging
 import os
 import socket
 import ssl
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Awaitable, Callable, Coroutine, Sequence
@@ -30,7 +31,7 @@ from .auth import AuthClient, AuthError
 from .background import FailureLog, watch
 from .backend import Backend, DiscardingBackend
 from .busy_poll import BusyPoller
-from .channel import Channel
+from .channel import EMPTY_DICT_SIZE, Channel
 from .client_conn import ClientConn
 from .e2e_latency import LatencyWindow
 from .deferrals import DeferralStore, deferrals_path
@@ -134,6 +135,8 @@ class NSQD:
 
     def remove_client(self, client_id: int) -> None:
         self.clients.pop(client_id, None)
+        if not self.clients and sys.getsizeof(self.clients) > EMPTY_DICT_SIZE:
+            self.clients = {}  # a dict keeps the table of its peak: a fresh one once all left
 
     def new_message(self, body: bytes) -> Message:
         return Message.create(self._guid.next_id(), body)
