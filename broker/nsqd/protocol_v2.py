@@ -70,11 +70,6 @@ class V2Protocol(asyncio.Protocol):
         # runs of PUBs are published as a batch unless each PUB must wait on its own
         # (for an authorization or, in durable mode, for its fsync)
         self._pub_runs = not self._auth_enabled and not nsqd.options.sync_before_ack
-        self._handlers: dict[bytes, Callable[[Command], Response]] = {
-            b"FIN": self._fin, b"RDY": self._rdy, b"REQ": self._req, b"PUB": self._pub,
-            b"MPUB": self._mpub, b"DPUB": self._dpub, b"NOP": self._nop, b"TOUCH": self._touch,
-            b"SUB": self._sub, b"CLS": self._cls, b"AUTH": self._auth,
-        }
 
     # -- asyncio.Protocol -----------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -108,6 +103,11 @@ class V2Protocol(asyncio.Protocol):
         self._dead = True
         if self._heartbeat is not None:
             self._heartbeat.cancel()
+            self._heartbeat = None
+        # the decoder's hook is a method of this protocol: a cycle, which would leave the
+        # connection's objects to the cyclic collector (rare in nsqd: see cli's thresholds)
+        # instead of freeing them here
+        self._decoder.before_body = None
         client = self.client
         if client is None:
             return
@@ -115,6 +115,7 @@ class V2Protocol(asyncio.Protocol):
         log.info("PROTOCOL(V2): [%s] exiting ioloop", client)
         if client.channel is not None:
             client.channel.remove_client(client.id)
+            client.channel = None  # nothing refers back to a channel (a deleted one among them)
         self.nsqd.remove_client(client.id)
 
     def pause_writing(self) -> None:
@@ -290,10 +291,10 @@ class V2Protocol(asyncio.Protocol):
         if cmd.name == b"IDENTIFY":
             return self._identify(cmd)
         self._enforce_tls(cmd.name)
-        handler = self._handlers.get(cmd.name)
+        handler = _HANDLERS.get(cmd.name)
         if handler is None:
             raise ProtocolError(E.E_INVALID, f"invalid command {raw(cmd.name)}")
-        return handler(cmd)
+        return handler(self, cmd)
 
     def _before_body(self, name: bytes) -> None:
         client = self.client
@@ -424,9 +425,11 @@ class V2Protocol(asyncio.Protocol):
         return self._after_auth("SUB", topic_name, channel_name,
                                 lambda: self._subscribe(topic_name, channel_name))
 
-    def _subscribe(self, topic_name: str, channel_name: str) -> bytes:
+    def _subscribe(self, topic_name: str, channel_name: str) -> bytes | None:
         client = self.client
         assert client is not None
+        if self._dead:
+            return None  # gone while AUTH was asked: a channel must not keep it
         channel = self.nsqd.get_topic(topic_name).get_channel(channel_name)
         limit = self.nsqd.options.max_channel_consumers
         if limit and len(channel.clients) >= limit:
@@ -601,6 +604,14 @@ class V2Protocol(asyncio.Protocol):
 
 
 _OK_FRAME = encode_frame(FRAME_RESPONSE, OK)
+
+# the handlers are the class's functions, not each connection's bound methods: a dict of
+# those would be one more per connection and a cycle through it
+_HANDLERS: dict[bytes, Callable[[V2Protocol, Command], Response]] = {
+    b"FIN": V2Protocol._fin, b"RDY": V2Protocol._rdy, b"REQ": V2Protocol._req, b"PUB": V2Protocol._pub,
+    b"MPUB": V2Protocol._mpub, b"DPUB": V2Protocol._dpub, b"NOP": V2Protocol._nop,
+    b"TOUCH": V2Protocol._touch, b"SUB": V2Protocol._sub, b"CLS": V2Protocol._cls, b"AUTH": V2Protocol._auth,
+}
 
 
 def _shown(msg_id: bytes) -> str:
