@@ -22,6 +22,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import operator
+import sys
 from collections import Counter
 from typing import Collection, Iterable
 
@@ -55,6 +56,7 @@ class DeliveryBatch:
 
 
 InFlight = Message | DeliveryBatch
+_EMPTY_DICT_SIZE = sys.getsizeof({0: 0})  # a dict's size with its smallest table
 _take_id = operator.itemgetter(ID_SLICE)  # a payload's message ID, sliced without a Python step
 
 
@@ -209,7 +211,11 @@ class InFlightQueue:
     def pop_expired(self, now: float, limit: int = 1 << 30) -> list[Message]:
         expired: list[Message] = []
         by_id = self._by_id
-        for fifo in self._fifos.values():
+        emptied: list[float] = []
+        for timeout, fifo in self._fifos.items():
+            if not fifo:
+                emptied.append(timeout)
+                continue
             due: list[InFlight] = []
             for queued in fifo.values():  # one pass: deadlines only grow along a FIFO
                 if queued.deadline > now or len(expired) + len(due) >= limit:
@@ -237,7 +243,18 @@ class InFlightQueue:
             self._irregular = [(d, i) for d, i in heap
                                if (m := self._by_id.get(i)) is not None and m.fifo is None and m.deadline == d]
             heapq.heapify(self._irregular)
+        self._release(emptied)
         return expired
+
+    def _release(self, emptied: list[float]) -> None:
+        """Let go of what the queue no longer uses (the scan calls it): the FIFOs of
+        timeouts nothing in flight has (a client's IDENTIFY may choose any), and the
+        index's table once it is empty. A dict never shrinks as keys leave, so one that
+        held a peak of messages would keep that size for good; an empty one is replaced."""
+        for timeout in emptied:
+            del self._fifos[timeout]
+        if not self._by_id and sys.getsizeof(self._by_id) > _EMPTY_DICT_SIZE:
+            self._by_id = {}
 
     def clear(self) -> list[Message]:
         msgs = self.messages()
