@@ -1,12 +1,19 @@
 """One connection to one nsqd: the handshake (magic, IDENTIFY with feature negotiation, TLS,
 snappy/deflate, AUTH), V2 framing in both directions, heartbeat answers, responses matched
 to commands in the order they were sent, and the in-flight bookkeeping a consumer needs
-for a clean close (CLS -> CLOSE_WAIT -> every in-flight message answered -> close)."""
+for a clean close (CLS -> CLOSE_WAIT -> every in-flight message answered -> close).
+
+When a write fails (nsqd closed, typically after a fatal error), answers nsqd sent before
+closing may still sit unread in the socket: the connection stops writing, reads them until
+EOF (at most ``LEFTOVER_READ_TIMEOUT``) and only then fails the commands nsqd never
+answered. Messages read in that phase are not handed over: they could not be FINed, and
+nsqd delivers them again."""
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
+import socket
 import ssl
 import time
 from collections import deque
@@ -27,6 +34,7 @@ from .tls import client_context
 log = logging.getLogger("nsq_client")
 
 READ_CHUNK = 256 * 1024
+LEFTOVER_READ_TIMEOUT = 1.0  # seconds to read what nsqd sent before a write failed
 
 
 def _local_address(local_addr: str | None) -> tuple[str, int] | None:
@@ -37,6 +45,17 @@ def _local_address(local_addr: str | None) -> tuple[str, int] | None:
         return split_host_port(local_addr)
     except ValueError:
         return local_addr, 0
+
+
+class _Reader(asyncio.StreamReader):
+    """A StreamReader that, when the transport fails, hands out the bytes it holds and
+    then EOF, keeping the error in ``lost`` (StreamReader raises at once, dropping them)."""
+
+    lost: BaseException | None = None
+
+    def set_exception(self, exc: BaseException) -> None:
+        self.lost = exc
+        self.feed_eof()
 
 
 class ConnectionDelegate:
@@ -84,9 +103,16 @@ class Connection:
         self.last_message_time = 0.0
         self.in_flight = 0
         self.messages_received = 0
+        self.messages_discarded = 0  # read after writing failed: never handed over
 
-        self._reader: asyncio.StreamReader | None = None
+        self._reader: _Reader | None = None
         self._writer: asyncio.StreamWriter | None = None
+        # a second descriptor of the socket, to read it after the transport closed its own
+        # on a write error (plain TCP only: under TLS the bytes are records of its session)
+        self._spare: socket.socket | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._write_error: BaseException | None = None
+        self._leftover_deadline: float | None = None
         self._frames = FrameDecoder()
         self._codec: StreamCodec | None = None
         self._pending: deque[asyncio.Future[bytes]] = deque()
@@ -103,12 +129,16 @@ class Connection:
     # -- state ------------------------------------------------------------------
     @property
     def is_connected(self) -> bool:
-        return self._connected and not self._closed.is_set()
+        return self._connected and self._writable
 
     @property
     def is_closing(self) -> bool:
-        """CLS was sent (or the connection is gone): no RDY may be raised on it."""
-        return self._close_sent or self._closed.is_set()
+        """CLS was sent, writing failed or the connection is gone: no RDY may be raised on it."""
+        return self._close_sent or not self._writable
+
+    @property
+    def _writable(self) -> bool:
+        return self._writer is not None and not self._writer.is_closing() and not self._closed.is_set()
 
     @property
     def is_closed(self) -> bool:
@@ -125,8 +155,7 @@ class Connection:
         cfg = self.config
         try:
             async with asyncio.timeout(cfg.dial_timeout or None):
-                self._reader, self._writer = await asyncio.open_connection(
-                    self.host, self.port, local_addr=_local_address(cfg.local_addr), limit=READ_CHUNK)
+                await self._open_socket()
             self._write(MAGIC_V2 + cmd.identify(cfg.identify_body()))
             await self._negotiate()
         except BaseException as err:
@@ -136,6 +165,17 @@ class Connection:
             raise
         self._connected = True
         self._read_task = asyncio.create_task(self._read_loop(), name=f"nsq-read-{self.address}")
+
+    async def _open_socket(self) -> None:
+        """``asyncio.open_connection`` with a :class:`_Reader` and the spare descriptor."""
+        self._loop = loop = asyncio.get_running_loop()
+        self._reader = reader = _Reader(limit=READ_CHUNK, loop=loop)
+        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+        transport, _ = await loop.create_connection(
+            lambda: protocol, self.host, self.port, local_addr=_local_address(self.config.local_addr))
+        self._writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+        self._spare = transport.get_extra_info("socket").dup()
+        self._spare.setblocking(False)
 
     async def _negotiate(self) -> None:
         cfg = self.config
@@ -174,6 +214,7 @@ class Connection:
         if self._frames.take_unparsed():
             raise IdentifyError(f"{self.address}: unexpected data before the TLS handshake")
         server_name = self.config.tls_server_name or self.host
+        self._close_spare()
         await self._writer.start_tls(client_context(self.config), server_hostname=server_name,
                                      ssl_handshake_timeout=self.config.read_timeout)
         try:
@@ -208,8 +249,30 @@ class Connection:
         async with asyncio.timeout(self.config.read_timeout):
             data = await self._reader.read(READ_CHUNK)
         if not data:
-            raise ConnectionClosedError(f"{self.address}: connection closed by nsqd")
+            data = await self._read_leftover()
         self._frames.feed(self._codec.decode(data) if self._codec else data)
+
+    async def _read_leftover(self) -> bytes:
+        """After the transport failed or was aborted: what nsqd sent before it closed, read
+        from the spare descriptor until EOF, an error or the deadline."""
+        assert self._reader is not None
+        failure = self._reader.lost or self._write_error
+        if failure is None:
+            raise ConnectionClosedError(f"{self.address}: connection closed by nsqd")
+        closed = ConnectionClosedError(f"{self.address}: connection lost ({failure!r})")
+        if self._spare is None:
+            raise closed from failure
+        loop = self._loop or asyncio.get_running_loop()
+        if self._leftover_deadline is None:
+            self._leftover_deadline = loop.time() + LEFTOVER_READ_TIMEOUT
+        try:
+            async with asyncio.timeout_at(self._leftover_deadline):
+                data = await loop.sock_recv(self._spare, READ_CHUNK)
+        except (OSError, TimeoutError):
+            data = b""
+        if not data:
+            raise closed from failure
+        return data
 
     # -- reading ------------------------------------------------------------------
     async def _read_loop(self) -> None:
@@ -240,6 +303,9 @@ class Connection:
         """A run of message frames, handed over in one call (``raw_messages``)."""
         if not payloads:
             return False
+        if not self._writable:
+            self.messages_discarded += len(payloads)
+            return True
         self.in_flight += len(payloads)
         self.messages_received += len(payloads)
         self.last_message_time = time.monotonic()
@@ -248,6 +314,9 @@ class Connection:
 
     def _dispatch(self, frame: Frame) -> None:
         if frame.is_message:
+            if not self._writable:
+                self.messages_discarded += 1
+                return
             self.in_flight += 1
             self.messages_received += 1
             self.last_message_time = time.monotonic()
@@ -257,7 +326,10 @@ class Connection:
                 self.delegate.on_message(self, Message(decode_message(frame.data), self.address, self))
         elif frame.is_response:
             if frame.data == HEARTBEAT:
-                self.send(cmd.nop())
+                try:
+                    self.send(cmd.nop())
+                except NotConnectedError:
+                    pass  # writing failed: the rest is being read before closing
             elif frame.data == CLOSE_WAIT:
                 self._close_wait = True
                 self.delegate.on_close_wait(self)
@@ -287,10 +359,15 @@ class Connection:
         self._writer.write(self._codec.encode(data) if self._codec else data)
 
     def send(self, data: bytes) -> None:
-        """Write a command that nsqd does not answer (RDY, FIN, REQ, TOUCH, NOP)."""
-        if self._closed.is_set() or self._writer is None:
+        """Write a command that nsqd does not answer (RDY, FIN, REQ, TOUCH, NOP).
+        :class:`NotConnectedError` means nsqd got none of it."""
+        if not self._writable:
             raise NotConnectedError(f"{self.address}: not connected")
         self._write(data)
+        # the transport closes itself when the socket refuses the bytes; a write that
+        # waits in its buffer fails later and shows in the read loop instead
+        if not self._writable:
+            raise NotConnectedError(f"{self.address}: writing failed: connection closed")
 
     def request(self, data: bytes) -> asyncio.Future[bytes]:
         """Write a command nsqd answers (PUB, MPUB, DPUB, SUB); the future gets the answer
@@ -308,8 +385,17 @@ class Connection:
             async with asyncio.timeout(self.config.write_timeout):
                 await self._writer.drain()
         except (OSError, TimeoutError) as err:
-            self._finalize(err)
+            self._stop_writing(err)
             raise ConnectionClosedError(f"{self.address}: write failed: {err!r}") from err
+
+    def _stop_writing(self, err: BaseException) -> None:
+        """A local write error: the read loop reads what nsqd already sent, then closes."""
+        if self._write_error is None:
+            self._write_error = err
+        if self._read_task is None or self._read_task.done():
+            self._finalize(err)
+        elif self._writer is not None:
+            self._writer.transport.abort()  # the reader sees EOF; the spare keeps the socket
 
     @property
     def pending_count(self) -> int:
@@ -410,11 +496,22 @@ class Connection:
                 fut.set_exception(closed)
         if self._writer is not None:
             self._writer.close()
+        self._close_spare()
+        if self.messages_discarded:
+            log.warning("(%s) %d message(s) read after writing failed were not handed over: "
+                        "nsqd will deliver them again", self.address, self.messages_discarded)
         task = self._read_task
         if task is not None and task is not asyncio.current_task() and not task.done():
             task.cancel()
         if self._connected:
             self.delegate.on_close(self, reason)
+
+    def _close_spare(self) -> None:
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            if self._loop is not None:  # a pending sock_recv on it must not outlive the descriptor
+                self._loop.remove_reader(spare.fileno())
+            spare.close()
 
     @property
     def close_reason(self) -> BaseException | None:

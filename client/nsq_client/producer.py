@@ -5,6 +5,9 @@ in the order it receives them), so many publishes can be in flight on one connec
 ``publish()`` awaits its answer, ``publish_nowait()`` returns a future at once for
 fire-and-collect pipelining. ``stop()`` fails whatever is still unanswered with
 :class:`ProducerStoppedError` rather than leaving it hanging.
+
+A publish that fails with :class:`NotConnectedError` never reached nsqd; one that fails
+with :class:`ConnectionClosedError` may have: the connection ended before its answer came.
 """
 from __future__ import annotations
 
@@ -38,6 +41,8 @@ class Producer(ConnectionDelegate):
         self.address = address
         self.config = (config or Config()).model_copy()
         self._conn: Connection | None = None
+        # connections whose writing failed, still reading nsqd's last answers (conn.py)
+        self._leaving: set[Connection] = set()
         self._connecting: asyncio.Future[Connection] | None = None
         self._backlog: list[tuple[bytes, asyncio.Future[None]]] = []  # waiting for the connection
         self._pending: set[asyncio.Future[None]] = set()
@@ -95,6 +100,8 @@ class Producer(ConnectionDelegate):
                     answer.set_exception(error)
             raise
         self._connecting = None
+        if self._conn is not None and not self._conn.is_closed:
+            self._leaving.add(self._conn)
         self._conn = conn
         waiting, self._backlog = self._backlog, []
         for command, answer in waiting:  # in the order they were submitted
@@ -105,6 +112,7 @@ class Producer(ConnectionDelegate):
     def on_close(self, conn: Connection, reason: BaseException | None) -> None:
         if self._conn is conn:
             self._conn = None
+        self._leaving.discard(conn)
 
     async def ping(self) -> None:
         """Connect if needed and send NOP (nsqd does not answer it; a broken connection
@@ -182,10 +190,11 @@ class Producer(ConnectionDelegate):
         self._backlog = []
         if self._connecting is not None:
             self._connecting.cancel()
-        conn, self._conn = self._conn, None
-        if conn is not None:
+        conns = [*self._leaving, *([self._conn] if self._conn is not None else [])]
+        self._conn = None
+        for conn in conns:
             conn.close()
-            await conn.wait_closed()
+        await asyncio.gather(*(conn.wait_closed() for conn in conns))
 
     async def __aenter__(self) -> "Producer":
         return self

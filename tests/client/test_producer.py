@@ -13,6 +13,7 @@ from nsq_client import (
     ConnectionClosedError,
     Consumer,
     Message,
+    NotConnectedError,
     Producer,
     ProducerStoppedError,
     ServerError,
@@ -20,7 +21,8 @@ from nsq_client import (
 from tests.client.conftest import StartNsqd, nsqd_starter
 from tests.conftest import Servers
 from tests.client.helpers import eventually, topic_message_count
-from tests.servers import Nsqd
+from tests.client.scripted import TCP_CLOSE, TCP_CLOSE_WAIT, client_socket, tcp_state, unread_bytes
+from tests.servers import Nsqd, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -85,19 +87,36 @@ async def test_answers_are_matched_in_order_around_a_refused_command(small_nsqd:
 
 
 async def test_commands_behind_a_fatal_error_are_failed_not_acknowledged(small_nsqd: Nsqd, topic: str) -> None:
+    """Issue 36: nsqd answers two PUBs, refuses the third (fatal: it closes) and resets
+    the write that follows; the client's loop is held until that write has failed, so it
+    reads every answer after the failure, and must still report the two as accepted."""
     nsqd = small_nsqd
     async with Producer(nsqd.tcp_address) as producer:
         await producer.connect()
-        accepted = [producer.publish_nowait(topic, b"ok-%d" % i) for i in range(2)]
-        too_big = producer.publish_nowait(topic, b"x" * 101)
-        behind = [producer.publish_nowait(topic, b"late-%d" % i) for i in range(3)]
-        results = await asyncio.gather(*accepted, too_big, *behind, return_exceptions=True)
+        conn = producer._conn
+        assert conn is not None
+        sock = client_socket(conn)
+        sent = [producer.publish_nowait(topic, b"ok-0"), producer.publish_nowait(topic, b"ok-1"),
+                producer.publish_nowait(topic, b"x" * 101)]
+        state = wait_for(lambda: _closed_state(sock), message="nsqd closed the connection")
+        behind = [producer.publish_nowait(topic, b"late-0")]
+        if state == TCP_CLOSE_WAIT:  # a FIN: that write went out, and nsqd answers it with a reset
+            wait_for(lambda: tcp_state(sock) == TCP_CLOSE, message="nsqd reset the connection")
+            behind.append(producer.publish_nowait(topic, b"late-1"))
+        assert unread_bytes(sock) > 0  # the answers are still in the socket
+        results = await asyncio.gather(*sent, *behind, return_exceptions=True)
     assert results[:2] == [None, None]
-    # nsqd closes after a fatal error; when unread commands are still queued on its side the
-    # close is a reset, which may discard the error frame itself before the client reads it
+    # closing with commands unread on its side, nsqd may reset at once, discarding the
+    # error frame it had not sent yet
     assert isinstance(results[2], (ServerError, ConnectionClosedError))
-    assert all(isinstance(r, ConnectionClosedError) for r in results[3:])
+    assert all(isinstance(r, ConnectionClosedError) for r in results[3:-1])
+    assert isinstance(results[-1], NotConnectedError)  # the write that failed: never sent
     assert await topic_message_count(nsqd, topic) == 2
+
+
+def _closed_state(sock: object) -> int:
+    state = tcp_state(sock)
+    return state if state in (TCP_CLOSE_WAIT, TCP_CLOSE) else 0
 
 
 async def test_a_producer_reconnects_after_nsqd_closed_its_connection(small_nsqd: Nsqd, topic: str) -> None:

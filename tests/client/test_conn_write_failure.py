@@ -1,0 +1,227 @@
+"""A write that fails while nsqd's answers are still unread in the socket: the connection
+reads them before closing, so a publish nsqd accepted is reported as accepted, only the
+commands nsqd never answered fail, and a consumer drops (never handles) messages it could
+no longer FIN. Against a scripted nsqd (tests/client/scripted.py) that answers and resets
+while the client's event loop is held, so that the race is provoked every time."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+
+import pytest
+
+from nsq_client import (
+    Config,
+    Connection,
+    ConnectionClosedError,
+    ConnectionDelegate,
+    Consumer,
+    Message,
+    NotConnectedError,
+    Producer,
+    ServerError,
+)
+from nsq_protocol.frames import FRAME_ERROR, encode_frame
+from nsq_protocol.message import WireMessage, decode_message
+from tests.client.helpers import eventually
+from tests.client.scripted import (
+    OK_FRAME,
+    TCP_CLOSE,
+    Peer,
+    ScriptedNsqd,
+    client_socket,
+    message_frame,
+    tcp_state,
+    unread_bytes,
+)
+from tests.servers import wait_for
+
+
+def wait_for_reset_with_unread(conn: Connection, unread: int) -> None:
+    """Block (the event loop with it) until the connection was reset by the peer with
+    ``unread`` bytes it sent still in the socket."""
+    sock = client_socket(conn)
+    wait_for(lambda: tcp_state(sock) == TCP_CLOSE and unread_bytes(sock) == unread,
+             message=f"a reset with {unread} bytes unread")
+
+
+def errors_logged(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+async def test_answers_read_before_a_failed_write_settle_their_publishes(caplog: pytest.LogCaptureFixture) -> None:
+    written = threading.Event()
+
+    def script(peer: Peer) -> None:
+        assert written.wait(10)
+        peer.expect(b"PUB", b"PUB")
+        peer.send(OK_FRAME * 2)
+        peer.reset()  # the two PUBs behind them are not read: never answered
+
+    with ScriptedNsqd(script) as fake:
+        async with Producer(fake.address) as producer:
+            await producer.connect()
+            conn = producer._conn
+            assert conn is not None
+            sent = [producer.publish_nowait("t", b"m%d" % i) for i in range(4)]
+            # the loop is held from here to the last publish: nothing is read meanwhile
+            written.set()
+            fake.wait_done()
+            wait_for_reset_with_unread(conn, 2 * len(OK_FRAME))
+            refused = producer.publish_nowait("t", b"late")  # its write fails on the reset
+            results = await asyncio.gather(*sent, refused, return_exceptions=True)
+            await conn.wait_closed()
+    assert results[:2] == [None, None]
+    assert [type(r) for r in results[2:4]] == [ConnectionClosedError, ConnectionClosedError]
+    assert "before nsqd answered" in str(results[2])
+    assert isinstance(results[4], NotConnectedError)  # nsqd got none of it
+    assert isinstance(conn.close_reason, ConnectionClosedError)
+    assert "connection lost" in str(conn.close_reason)
+    assert not errors_logged(caplog)
+
+
+async def test_an_error_frame_read_after_a_failed_write_answers_its_command() -> None:
+    bad = encode_frame(FRAME_ERROR, b"E_BAD_MESSAGE PUB message too big 101 > 100")
+
+    def script(peer: Peer) -> None:
+        peer.expect(b"PUB", b"PUB")
+        peer.send(OK_FRAME + bad)
+        peer.reset()
+
+    with ScriptedNsqd(script) as fake:
+        async with Producer(fake.address) as producer:
+            await producer.connect()
+            conn = producer._conn
+            assert conn is not None
+            sent = [producer.publish_nowait("t", b"fine"), producer.publish_nowait("t", b"too big")]
+            fake.wait_done()
+            wait_for_reset_with_unread(conn, len(OK_FRAME) + len(bad))
+            refused = producer.publish_nowait("t", b"late")
+            results = await asyncio.gather(*sent, refused, return_exceptions=True)
+    assert results[0] is None
+    assert isinstance(results[1], ServerError) and results[1].code == "E_BAD_MESSAGE"
+    assert isinstance(results[2], NotConnectedError)
+
+
+async def test_answers_sent_after_a_write_timed_out_still_settle_their_publishes() -> None:
+    timed_out = threading.Event()
+
+    def script(peer: Peer) -> None:
+        peer.expect(b"PUB")  # and nothing more: the large PUB fills the socket's buffers
+        assert timed_out.wait(10)
+        peer.send(OK_FRAME)
+        peer.reset()
+
+    with ScriptedNsqd(script) as fake:
+        async with Producer(fake.address, Config(write_timeout=0.2)) as producer:
+            await producer.connect()
+            conn = producer._conn
+            assert conn is not None
+            small = producer.publish_nowait("t", b"small")
+            large = producer.publish_nowait("t", b"x" * (16 << 20))
+            with pytest.raises(ConnectionClosedError, match="write failed"):
+                await producer.ping()
+            assert not conn.is_connected and not conn.is_closed  # reading what is left
+            timed_out.set()
+            results = await asyncio.gather(small, large, return_exceptions=True)
+            await conn.wait_closed()
+            fake.wait_done()
+    assert results[0] is None
+    assert isinstance(results[1], ConnectionClosedError)
+    assert "TimeoutError" in str(conn.close_reason)
+
+
+class RecordingConsumer(Consumer):
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.delivered_on: list[Connection] = []
+        self.closed: list[tuple[Connection, BaseException | None]] = []
+
+    def on_message(self, conn: Connection, message: Message) -> None:
+        self.delivered_on.append(conn)
+        super().on_message(conn, message)
+
+    def on_close(self, conn: Connection, reason: BaseException | None) -> None:
+        self.closed.append((conn, reason))
+        super().on_close(conn, reason)
+
+
+async def test_a_consumer_whose_fin_fails_drops_the_messages_read_after_it(caplog: pytest.LogCaptureFixture) -> None:
+    handling = threading.Event()
+    behind = message_frame(2, b"b") + message_frame(3, b"c")
+
+    def script(peer: Peer) -> None:
+        peer.expect(b"SUB")
+        peer.send(OK_FRAME)
+        peer.expect(b"RDY")
+        peer.send(message_frame(1, b"a"))
+        assert handling.wait(10)
+        peer.send(behind)
+        peer.reset()  # before the client's FIN for "a"
+
+    handled: list[bytes] = []
+    with ScriptedNsqd(script) as fake:
+        async def handler(message: Message) -> None:
+            # synchronous to the end: the FIN is written with b and c still unread
+            handled.append(message.body)
+            handling.set()
+            fake.wait_done()
+            wait_for_reset_with_unread(consumer.delivered_on[0], len(behind))
+
+        consumer = RecordingConsumer("t", "c", Config(max_in_flight=10), handler=handler)
+        await consumer.connect_to_nsqd(fake.address)
+        try:
+            await eventually(lambda: consumer.closed, message="the connection closed")
+        finally:
+            await consumer.stop(timeout=5)
+    (conn, reason), = consumer.closed
+    assert handled == [b"a"]
+    assert conn.messages_discarded == 2 and conn.messages_received == 1 and conn.in_flight == 0
+    stats = consumer.stats()
+    assert (stats.messages_received, stats.messages_finished, stats.messages_requeued) == (1, 1, 0)
+    assert isinstance(reason, ConnectionClosedError) and "connection lost" in str(reason)
+    assert not errors_logged(caplog)
+
+
+class Frames(ConnectionDelegate):
+    def __init__(self) -> None:
+        self.messages: list[WireMessage] = []
+
+    def on_message_frames(self, conn: Connection, payloads: list[bytes]) -> None:
+        self.messages += map(decode_message, payloads)
+
+
+async def test_a_raw_connection_whose_fins_fail_drops_the_frames_read_after_them(caplog: pytest.LogCaptureFixture) -> None:
+    delivered = threading.Event()
+    behind = message_frame(3, b"c") + message_frame(4, b"d") + message_frame(5, b"e")
+
+    def script(peer: Peer) -> None:
+        peer.expect(b"SUB")
+        peer.send(OK_FRAME)
+        peer.expect(b"RDY")
+        peer.send(message_frame(1, b"a") + message_frame(2, b"b"))
+        assert delivered.wait(10)
+        peer.send(behind)
+        peer.reset()
+
+    frames = Frames()
+    with ScriptedNsqd(script) as fake:
+        conn = Connection(fake.address, Config(), frames, raw_messages=True)
+        await conn.connect()
+        try:
+            await conn.subscribe("t", "c")
+            conn.send_rdy(10)
+            await eventually(lambda: len(frames.messages) == 2, message="two frames")
+            delivered.set()
+            fake.wait_done()
+            wait_for_reset_with_unread(conn, len(behind))
+            conn.finish_ids([m.id for m in frames.messages])  # fails: no exception, no count lost
+            assert conn.in_flight == 0 and not conn.is_connected
+            await asyncio.wait_for(conn.wait_closed(), 5)
+        finally:
+            conn.close()
+    assert [m.body for m in frames.messages] == [b"a", b"b"]
+    assert conn.messages_discarded == 3 and conn.messages_received == 2
+    assert "connection lost" in str(conn.close_reason)
+    assert not errors_logged(caplog)
