@@ -1,16 +1,22 @@
 """Names and numbers shared by the CRDs, the builders and the handlers."""
 from __future__ import annotations
 
+from importlib import metadata
 from typing import Final
 
 GROUP: Final = "nsq.dev"
 VERSION: Final = "v1alpha1"
 API_VERSION: Final = f"{GROUP}/{VERSION}"
 
+# the release: the package's version is the one place it is written (pyproject.toml); the
+# chart's appVersion and version equal it (tests/chart/test_chart.py fails otherwise)
+OPERATOR_VERSION: Final = metadata.version("nsq-operator")
+# where a release publishes the image (operator, nsqd and nsqlookupd in one)
+IMAGE_REPOSITORY: Final = "ghcr.io/nsq-operator/nsq-operator"
 # what an NsqCluster runs when its spec names no image: the operator's own release, fully
 # qualified (an unqualified name means another registry to another runtime's config);
 # `nsq-operator --default-image` (the chart passes its own image) overrides it
-DEFAULT_IMAGE: Final = "docker.io/library/nsq-operator:0.1.0"
+DEFAULT_IMAGE: Final = f"{IMAGE_REPOSITORY}:{OPERATOR_VERSION}"
 
 # container ports, NSQ's defaults
 NSQD_TCP_PORT: Final = 4150

@@ -174,9 +174,43 @@ def test_an_example_cluster_the_operator_would_not_watch_is_refused(helm: Helm) 
     assert "watchNamespaces leaves out" in done.stderr
 
 
-def test_chart_app_version_is_the_project_version() -> None:
+def test_one_version_names_the_release_everywhere() -> None:
+    """The package version is the release: the chart's version and appVersion, the
+    operator's default image tag (which the chart's default image must be) and the
+    example manifests naming the release image all say it."""
     import tomllib
+    from importlib import metadata
+
+    from nsq_operator.constants import IMAGE_REPOSITORY, OPERATOR_VERSION
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text(encoding="utf-8"))
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    assert chart["appVersion"] == project["version"]
-    assert DEFAULT_IMAGE.endswith(f":{chart['appVersion']}")
+    version = project["version"]
+    assert metadata.version("nsq-operator") == OPERATOR_VERSION == version, "reinstall the package"
+    assert chart["version"] == version and chart["appVersion"] == version
+    assert DEFAULT_IMAGE == f"{IMAGE_REPOSITORY}:{version}"
+    registry = IMAGE_REPOSITORY.split("/", 1)[0]
+    assert "." in registry and registry != "docker.io"  # fully qualified, where a release publishes it
+    values = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
+    assert values["image"]["repository"] == IMAGE_REPOSITORY and values["image"]["tag"] == ""
+    examples = ROOT / "operator" / "examples"
+    for path in sorted(examples.glob("*.yaml")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if IMAGE_REPOSITORY in line or "nsq-operator:" in line.replace(IMAGE_REPOSITORY, ""):
+                assert f"{IMAGE_REPOSITORY}:{version}" in line, f"{path.name}: {line.strip()}"
+
+
+def test_the_default_release_runs_the_published_image(helm: Helm) -> None:
+    container = operator_container(helm.template())
+    assert container["image"] == DEFAULT_IMAGE
+    assert operator_parser().parse_args(container["args"]).default_image == DEFAULT_IMAGE
+
+
+def test_a_locally_built_image_replaces_the_published_one(helm: Helm) -> None:
+    values = {"image": {"repository": "localhost:5000/nsq-operator", "tag": "dev", "pullPolicy": "Never"},
+              "exampleCluster": {"enabled": True}}
+    objects = helm.template(values)
+    container = operator_container(objects)
+    assert container["image"] == "localhost:5000/nsq-operator:dev"
+    assert container["imagePullPolicy"] == "Never"
+    assert operator_parser().parse_args(container["args"]).default_image == "localhost:5000/nsq-operator:dev"
+    assert one(objects, "NsqCluster")["spec"]["image"] == "localhost:5000/nsq-operator:dev"
