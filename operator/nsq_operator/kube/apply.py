@@ -6,6 +6,9 @@ fields another manager set (an annotation added with kubectl) stay.
 A ``metadata.resourceVersion`` in the manifest makes the apply conditional: it fails
 (409) once the object has moved on from the version it was read at.
 
+What is read back is compared with what was sent by value where the apiserver rewrites
+it: a quantity comes back canonical (``1024Mi`` as ``1Gi``, ``1.5Gi`` as ``1536Mi``).
+
 A StatefulSet's spec beyond a few fields cannot change after creation; the apiserver
 refuses the whole apply when one of them differs. Those are sent as they are, and what
 could not be applied is returned for the caller to report."""
@@ -15,6 +18,8 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .. import quantity
+
 # A StatefulSet's spec fields Kubernetes refuses to change after creation, that we set.
 STATEFULSET_IMMUTABLE = ("selector", "serviceName", "volumeClaimTemplates", "podManagementPolicy")
 
@@ -23,15 +28,28 @@ class ObjectApi(Protocol):
     async def apply(self, manifest: dict[str, Any]) -> dict[str, Any]: ...
 
 
+# maps whose values are quantities (a ResourceRequirements' and a claim's), stored canonical
+QUANTITY_MAPS = frozenset({"requests", "limits", "capacity"})
+
+
 def contains(actual: Any, wanted: Any) -> bool:
     """True when every field of ``wanted`` has the same value in ``actual`` (which may
-    hold more: what the apiserver defaulted)."""
+    hold more: what the apiserver defaulted). The values of ``requests``, ``limits`` and
+    ``capacity`` are compared as quantities."""
     if isinstance(wanted, dict):
-        return isinstance(actual, dict) and all(contains(actual.get(k), v) for k, v in wanted.items())
+        return isinstance(actual, dict) and all(
+            _same_quantities(actual.get(k), v) if k in QUANTITY_MAPS else contains(actual.get(k), v)
+            for k, v in wanted.items())
     if isinstance(wanted, list):
         return (isinstance(actual, list) and len(actual) == len(wanted)
                 and all(contains(a, w) for a, w in zip(actual, wanted)))
     return bool(actual == wanted)
+
+
+def _same_quantities(actual: Any, wanted: Any) -> bool:
+    if not (isinstance(actual, dict) and isinstance(wanted, dict)):
+        return contains(actual, wanted)
+    return all(actual.get(k) == v or quantity.same(actual.get(k), v) for k, v in wanted.items())
 
 
 def immutable_changes(existing: dict[str, Any] | None, manifest: dict[str, Any]) -> list[str]:

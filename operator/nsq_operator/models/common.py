@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import re
-from decimal import Decimal
+from fractions import Fraction
 from typing import Annotated, Any, Callable, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
 from nsq_protocol.flags import parse_duration
+
+from .. import quantity as quantity_module
 
 
 class CrdModel(BaseModel):
@@ -59,20 +61,9 @@ def _quantity(value: Any) -> Any:
     return value
 
 
-_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-             "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": 1,
-             "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
-
-
-def quantity_value(quantity: str | int) -> Decimal:
-    """A Kubernetes quantity as a number ("10Gi" -> 10737418240), to compare two sizes."""
-    text = str(quantity).strip()
-    if not _QUANTITY.match(text):
-        raise ValueError(f"{quantity!r} is not a Kubernetes quantity")
-    number = re.match(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?", text)
-    assert number is not None
-    suffix = text[number.end():]  # "1e3" was matched whole above: a bare E is exa
-    return Decimal(number.group(0)) * Decimal(_SUFFIXES[suffix])
+def quantity_value(quantity: str | int) -> Fraction:
+    """A Kubernetes quantity as an exact number ("10Gi" -> 10737418240), to compare two sizes."""
+    return quantity_module.value(quantity)
 
 
 Quantity = Annotated[
