@@ -192,7 +192,9 @@ class Frames(ConnectionDelegate):
         self.messages += map(decode_message, payloads)
 
 
-async def test_a_raw_connection_whose_fins_fail_drops_the_frames_read_after_them(caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(("answer", "left_in_flight"), [("finish_ids", 0), ("requeue_ids", 0), ("touch_ids", 2)])
+async def test_a_raw_connection_whose_answers_fail_drops_the_frames_read_after_them(
+        answer: str, left_in_flight: int, caplog: pytest.LogCaptureFixture) -> None:
     delivered = threading.Event()
     behind = message_frame(3, b"c") + message_frame(4, b"d") + message_frame(5, b"e")
 
@@ -216,8 +218,8 @@ async def test_a_raw_connection_whose_fins_fail_drops_the_frames_read_after_them
             delivered.set()
             fake.wait_done()
             wait_for_reset_with_unread(conn, len(behind))
-            conn.finish_ids([m.id for m in frames.messages])  # fails: no exception, no count lost
-            assert conn.in_flight == 0 and not conn.is_connected
+            getattr(conn, answer)([m.id for m in frames.messages])  # fails: no exception, no count lost
+            assert conn.in_flight == left_in_flight and not conn.is_connected
             await asyncio.wait_for(conn.wait_closed(), 5)
         finally:
             conn.close()
