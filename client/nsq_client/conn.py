@@ -107,6 +107,7 @@ class Connection:
 
         self._reader: _Reader | None = None
         self._writer: asyncio.StreamWriter | None = None
+        self._transport: asyncio.WriteTransport | None = None  # the writer's, checked per message
         # a second descriptor of the socket, to read it after the transport closed its own
         # on a write error (plain TCP only: under TLS the bytes are records of its session)
         self._spare: socket.socket | None = None
@@ -138,7 +139,9 @@ class Connection:
 
     @property
     def _writable(self) -> bool:
-        return self._writer is not None and not self._writer.is_closing() and not self._closed.is_set()
+        # the transport closes itself on a write error, and _finalize closes it
+        transport = self._transport
+        return transport is not None and not transport.is_closing()
 
     @property
     def is_closed(self) -> bool:
@@ -174,6 +177,7 @@ class Connection:
         transport, _ = await loop.create_connection(
             lambda: protocol, self.host, self.port, local_addr=_local_address(self.config.local_addr))
         self._writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+        self._transport = self._writer.transport
         self._spare = transport.get_extra_info("socket").dup()
         self._spare.setblocking(False)
 
@@ -217,6 +221,7 @@ class Connection:
         self._close_spare()
         await self._writer.start_tls(client_context(self.config), server_hostname=server_name,
                                      ssl_handshake_timeout=self.config.read_timeout)
+        self._transport = self._writer.transport
         try:
             answer = await self._expect_response("TLS")
         except (ConnectionClosedError, ssl.SSLError, ConnectionResetError) as err:
