@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 import kopf
@@ -11,6 +12,7 @@ import kopf
 from .constants import DEFAULT_IMAGE
 from . import metrics
 from .handlers import build_registry
+from .models.network import FALLBACK_LABELS, LABELS_ENV, NAMESPACE_ENV, OperatorPod, parse_labels
 from .runtime import Intervals, Runtime
 
 
@@ -32,8 +34,29 @@ def parser() -> argparse.ArgumentParser:
                    help="seconds a replaced pod may take to be Ready before the roll stops Degraded")
     p.add_argument("--default-image", default=DEFAULT_IMAGE,
                    help="the image of an NsqCluster whose spec names none (the chart passes the operator's own)")
+    p.add_argument("--operator-namespace", default=os.environ.get(NAMESPACE_ENV, ""),
+                   help=f"the namespace the operator runs in (default: ${NAMESPACE_ENV}, which the chart sets from "
+                        f"the downward API); each NsqCluster's NetworkPolicy admits the operator from it")
+    p.add_argument("--operator-labels", default=os.environ.get(LABELS_ENV, ""), type=_labels,
+                   help=f"key=value,... labels the operator's pod carries (default: ${LABELS_ENV}, which the "
+                        f"chart sets to its pod's selector labels); each NetworkPolicy admits a pod with them")
     p.add_argument("--verbose", "-v", action="store_true")
     return p
+
+
+def _labels(text: str) -> dict[str, str]:
+    try:
+        return parse_labels(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def operator_pod(args: argparse.Namespace) -> OperatorPod | None:
+    """Where the operator runs, when it is told (in a pod); None outside a cluster."""
+    if not args.operator_namespace:
+        return None
+    labels = args.operator_labels if isinstance(args.operator_labels, dict) else _labels(args.operator_labels)
+    return OperatorPod(args.operator_namespace, labels or dict(FALLBACK_LABELS))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     intervals = Intervals(cluster_status=args.status_interval, topology=args.drift_interval,
                           rollout=args.rollout_interval, ready_timeout=args.ready_timeout)
-    runtime = Runtime(intervals=intervals, default_image=args.default_image)
+    runtime = Runtime(intervals=intervals, default_image=args.default_image, operator_pod=operator_pod(args))
     if args.metrics_address:
         metrics.serve(args.metrics_address, metrics.RolloutCollector(runtime))
     kopf.run(registry=build_registry(intervals), memo=kopf.Memo(runtime=runtime),

@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from .builders.limits import MAX_CLUSTER_NAME, TIGHTEST
 from .constants import GROUP, VERSION
 from .models import NsqChannelSpec, NsqClusterSpec, NsqClusterStatus, NsqTopicSpec, TopologyStatus
 from .openapi import structural_schema
@@ -43,6 +44,7 @@ class CrdKind:
     columns: list[dict[str, Any]]
     spec_required: bool
     scale: dict[str, str] | None = None
+    rules: list[dict[str, str]] = field(default_factory=list)  # CEL at the root (metadata.name is there)
     categories: list[str] = field(default_factory=lambda: ["nsq"])
 
     @property
@@ -65,7 +67,11 @@ KINDS = [
                  _column("Lookupd", ".spec.lookupd.replicas", "integer", "nsqlookupd pods wanted"),
                  _column("Image", ".spec.image", priority=1), AGE],
         scale={"specReplicasPath": ".spec.nsqd.replicas", "statusReplicasPath": ".status.nsqd.replicas",
-               "labelSelectorPath": ".status.nsqd.selector"}),
+               "labelSelectorPath": ".status.nsqd.selector"},
+        # every name the operator makes from the cluster's must fit (builders/limits.py)
+        rules=[{"rule": f"self.metadata.name.size() <= {MAX_CLUSTER_NAME}",
+                "message": f"metadata.name may have at most {MAX_CLUSTER_NAME} characters: {TIGHTEST} must fit "
+                           f"63 characters"}]),
     CrdKind(
         kind="NsqTopic", plural="nsqtopics", short_names=["nsqt"],
         description="An NSQ topic kept on every nsqd of a cluster.",
@@ -106,6 +112,8 @@ def crd(kind: CrdKind) -> dict[str, Any]:
     }
     if kind.spec_required:
         schema["required"] = ["spec"]
+    if kind.rules:
+        schema["x-kubernetes-validations"] = [dict(rule) for rule in kind.rules]
     subresources: dict[str, Any] = {"status": {}}
     if kind.scale:
         subresources["scale"] = dict(kind.scale)

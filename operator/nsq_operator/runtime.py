@@ -15,6 +15,7 @@ from .endpoints import Endpoints, PodDnsEndpoints
 from .kube.client import KubeApi
 from .kube.discovery import Discovery
 from .models.cluster import ClusterRef
+from .models.network import OperatorPod
 from .tls_trust import TlsTrust
 
 
@@ -47,6 +48,7 @@ class Runtime:
     endpoints: Endpoints = field(default_factory=PodDnsEndpoints)
     intervals: Intervals = field(default_factory=Intervals)
     default_image: str = DEFAULT_IMAGE  # what a cluster runs when its spec names no image
+    operator_pod: OperatorPod | None = None  # the operator's own namespace and labels (NetworkPolicies admit it)
     credentials: Credentials = default_credentials
     connection: kopf.ConnectionInfo | None = None  # the latest login
     # kopf's indexes of the operator's pods and StatefulSets, fed by its watches (server-side

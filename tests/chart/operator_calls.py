@@ -65,6 +65,9 @@ CALLS: list[Call] = [
                                                            "spec.nsqd.storage.size") for verb in ("list", "patch")),
     Call("delete", "apps", "statefulsets", "object",
          "reconcile.storage.grow: the nsqd StatefulSet made anew (pods orphaned) with the larger claim template"),
+    Call("get", "apps", "statefulsets", "object",
+         "reconcile.cluster._apply_nsqd: the nsqd StatefulSet read afresh after its apply met a newer version "
+         "(409: the StatefulSet controller's status writes)"),
     Call("delete", "", "persistentvolumeclaims", "object",
          "rollout.roller: the claim of a pod removed by a scale-down, when storage.whenScaled is Delete"),
     Call("patch", "", "pods/status", "object", "kube.pods.mark_topology_ready"),

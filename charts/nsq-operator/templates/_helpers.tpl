@@ -23,6 +23,12 @@ app.kubernetes.io/name: {{ include "nsq-operator.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
+{{/* The selector labels as key=value,key=value: the operator is told them (OPERATOR_POD_LABELS)
+so each NsqCluster's NetworkPolicy admits its pod. */}}
+{{- define "nsq-operator.podSelector" -}}
+{{- printf "app.kubernetes.io/name=%s,app.kubernetes.io/instance=%s" (include "nsq-operator.name" .) .Release.Name -}}
+{{- end -}}
+
 {{- define "nsq-operator.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{ include "nsq-operator.selectorLabels" . }}

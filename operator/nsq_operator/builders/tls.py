@@ -18,6 +18,7 @@ from .ownership import object_meta
 TLS_VOLUME = "tls"
 CERT_FILE, KEY_FILE, CA_FILE = "tls.crt", "tls.key", "ca.crt"
 CERT_MANAGER_API = "cert-manager.io/v1"
+COMMON_NAME_MAX = 64  # bytes: cert-manager (and X.509's ub-common-name) refuse a longer one
 
 
 def secret_name(cluster: NsqCluster) -> str | None:
@@ -54,15 +55,20 @@ def build_certificate(cluster: NsqCluster) -> dict[str, Any] | None:
     if tls is None or tls.issuer_ref is None:
         return None
     secret = secret_name(cluster)
+    spec: dict[str, Any] = {
+        "secretName": secret,
+        # the Secret carries the cluster's labels, so `kubectl get secret -l` finds it
+        "secretTemplate": {"labels": labels.labels(cluster, labels.NSQD)},
+    }
+    common = f"{names.nsqd_client_service(cluster)}.{cluster.namespace}.svc"
+    if len(common.encode()) <= COMMON_NAME_MAX:  # else left out: dnsNames name the Service all the same
+        spec["commonName"] = common
     return {
         "apiVersion": CERT_MANAGER_API,
         "kind": "Certificate",
         "metadata": object_meta(cluster, certificate_name(cluster), labels.NSQD),
         "spec": {
-            "secretName": secret,
-            # the Secret carries the cluster's labels, so `kubectl get secret -l` finds it
-            "secretTemplate": {"labels": labels.labels(cluster, labels.NSQD)},
-            "commonName": f"{names.nsqd_client_service(cluster)}.{cluster.namespace}.svc",
+            **spec,
             "dnsNames": dns_names(cluster),
             "duration": tls.duration,
             "renewBefore": tls.renew_before,

@@ -6,7 +6,7 @@ from typing import Any
 import kopf
 
 from ..models.cluster import is_paused
-from ..reconcile.cluster import reconcile_cluster
+from ..reconcile.cluster import ClusterPass, Conflicted, reconcile_cluster
 from ..reconcile.freshness import Superseded
 from ..runtime import runtime_of
 from ..status.errors import BadSpec
@@ -34,7 +34,18 @@ async def cluster_changed(body: Any, patch: kopf.Patch, memo: Any, declared_topi
         raise kopf.PermanentError(f"invalid spec: {e}") from None
     except Superseded:
         return  # the newer generation has its own pass
+    except Conflicted as e:
+        # not done: the pass (and the pruning after it) is tried again, on fresh reads
+        raise kopf.TemporaryError(str(e), delay=rt.intervals.retry) from None
     report(patch, body, result.status, result.verdict, memo)
+    again(rt, result)
+
+
+def again(rt: Any, result: ClusterPass) -> None:
+    """A pass waiting for something that comes soon (a StatefulSet the garbage collector
+    is releasing) runs again after the retry delay; its status is written all the same."""
+    if result.requeue:
+        raise kopf.TemporaryError(result.requeue, delay=rt.intervals.retry)
 
 
 async def cluster_tick(body: Any, patch: kopf.Patch, memo: Any, declared_topics: kopf.Index[Any, Any],
@@ -45,12 +56,16 @@ async def cluster_tick(body: Any, patch: kopf.Patch, memo: Any, declared_topics:
     if is_paused(body):
         paused(patch, body)
         return
+    rt = runtime_of(memo, _)
     try:
-        result = await reconcile_cluster(runtime_of(memo, _), body, _declared(body, declared_topics),
+        result = await reconcile_cluster(rt, body, _declared(body, declared_topics),
                                          _declared(body, declared_channels), live)
     except BadSpec as e:
         degraded(patch, body, e, memo)
         return
     except Superseded:
         return
+    except Conflicted as e:
+        raise kopf.TemporaryError(str(e), delay=rt.intervals.retry) from None
     report(patch, body, result.status, result.verdict, memo)
+    again(rt, result)

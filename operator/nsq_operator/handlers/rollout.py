@@ -18,7 +18,7 @@ async def cluster_rollout(body: Any, memo: Any, **_: Any) -> None:
     if is_paused(body) or body["metadata"].get("deletionTimestamp"):
         return
     try:
-        if await settled(rt, parse(body, rt.default_image), dict(body)):
+        if await settled(rt, parse(body, rt.default_image, rt.operator_pod), dict(body)):
             return
     except BadSpec:
         return  # the reconcile handler reports it
@@ -28,7 +28,7 @@ async def cluster_rollout(body: Any, memo: Any, **_: Any) -> None:
     if body is None or is_paused(body) or body["metadata"].get("deletionTimestamp"):
         return
     try:
-        cluster = parse(body, rt.default_image)
+        cluster = parse(body, rt.default_image, rt.operator_pod)
     except BadSpec:
         return
     try:

@@ -14,11 +14,13 @@ from ..constants import MANAGED_BY
 from .resources import KINDS
 
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 FIELD_MANAGER = MANAGED_BY  # every write is made under this name: the fields it sets are its own
 TOO_MANY_REQUESTS = 429  # an eviction its PodDisruptionBudget does not allow now
 CONFLICT = 409  # a write naming a resourceVersion the object has moved on from
+INVALID = 422  # ... or a JSON patch whose test fails
 
 
 class KubeApiError(Exception):
@@ -130,7 +132,7 @@ class KubeApi:
         namespace = manifest["metadata"]["namespace"]
         return await self._request("POST", KINDS[manifest["kind"]].url(namespace), manifest)
 
-    async def patch(self, kind: str, namespace: str, name: str, patch: dict[str, Any],
+    async def patch(self, kind: str, namespace: str, name: str, patch: dict[str, Any] | list[dict[str, Any]],
                     subresource: str | None = None, content_type: str = MERGE_PATCH) -> dict[str, Any] | None:
         return await self._request("PATCH", KINDS[kind].url(namespace, name, subresource), patch, content_type)
 

@@ -12,7 +12,7 @@ from ..constants import DEFAULT_IMAGE, PAUSED_ANNOTATION, RESTART_ANNOTATION
 from .admin import AdminSpec
 from .common import CrdModel, GoDuration, Quantity, ResourceRequirements, StatusBase, duration_between, passthrough
 from .monitoring import PrometheusSpec
-from .network import NetworkPolicySpec
+from .network import NetworkPolicySpec, OperatorPod
 from .options import LookupdTunables, NsqdTunables
 from .security import AuthSpec, TlsSpec
 from .template import PodTemplateOverride
@@ -176,15 +176,17 @@ class NsqCluster(CrdModel):
     tls_revision: str = ""  # a hash of the TLS Secret's data (reconcile.tls): a new one rolls every nsqd
     paused: bool = False  # nsq.dev/paused: "true"
     default_image: str = DEFAULT_IMAGE  # the operator's, for a spec that names none
+    operator_pod: OperatorPod | None = None  # where the operator runs (None: not known, not in a pod)
     spec: NsqClusterSpec
 
     @classmethod
-    def from_body(cls, body: Any, default_image: str = DEFAULT_IMAGE) -> "NsqCluster":
+    def from_body(cls, body: Any, default_image: str = DEFAULT_IMAGE,
+                  operator_pod: OperatorPod | None = None) -> "NsqCluster":
         meta = body["metadata"]
         annotations = meta.get("annotations") or {}
         return cls(name=meta["name"], namespace=meta.get("namespace") or "default", uid=meta.get("uid", ""),
                    generation=meta.get("generation", 0), restart_token=str(annotations.get(RESTART_ANNOTATION, "")),
-                   paused=is_paused(body), default_image=default_image,
+                   paused=is_paused(body), default_image=default_image, operator_pod=operator_pod,
                    spec=NsqClusterSpec.model_validate(body.get("spec") or {}))
 
     @property

@@ -17,6 +17,7 @@ from ..status import conditions
 class Problem:
     reason: str  # one CamelCase word: the Degraded condition's reason
     message: str
+    waiting: bool = False  # not a fault: what the pass waits for before it can go on (Progressing)
 
 
 def _parse(stamp: str) -> datetime.datetime | None:

@@ -1,8 +1,11 @@
 """nsqd's disks after creation. A StatefulSet's claim template cannot change, so a bigger
 ``storage.size`` is carried out by hand, as Kubernetes suggests: every existing claim is
-expanded in place (the StorageClass must allow it), then the StatefulSet is deleted
-leaving its pods running (orphaned) and created again from the new template, so nsqds
-added later get the new size too; the new StatefulSet adopts the running pods. A smaller
+expanded in place (the StorageClass must allow it, or the cluster says
+StorageResizeFailed with the apiserver's words), then the StatefulSet is deleted leaving
+its pods running (orphaned) and, once the garbage collector has let it go (an orphan
+finalizer holds it until the pods are released), created again from the new template
+with as many replicas as pods run, so nsqds added later get the new size too; the new
+StatefulSet adopts the running pods. A smaller
 size or another storage class cannot be carried out at all: it is refused, naming the
 field."""
 from __future__ import annotations
@@ -12,13 +15,14 @@ from typing import Any
 
 from ..builders import labels
 from ..kube.apply import contains
-from ..kube.client import KubeApi
+from ..kube.client import KubeApi, KubeApiError
 from ..models import NsqCluster
 from ..models.common import quantity_value
 
 SIZE_FIELD = "spec.nsqd.storage.size"
 CLASS_FIELD = "spec.nsqd.storage.storageClassName"
 STORAGE_EXPANDED = "StorageExpanded"
+STORAGE_RESIZE_FAILED = "StorageResizeFailed"
 
 
 @dataclass(frozen=True)
@@ -54,14 +58,30 @@ def storage_change(existing: dict[str, Any], manifest: dict[str, Any]) -> Storag
     return StorageChange(None, None)
 
 
-async def grow(api: KubeApi, cluster: NsqCluster, statefulset: str, size: str) -> list[str]:
-    """Expand every claim of the cluster's nsqds to ``size`` and delete the StatefulSet,
-    orphaning its pods, for the caller to apply it anew; returns the claims expanded."""
-    expanded = []
+@dataclass(frozen=True)
+class Grown:
+    expanded: list[str]  # the claims expanded
+    refused: list[tuple[str, str]]  # the claims the apiserver would not expand, with its words
+
+
+async def grow(api: KubeApi, cluster: NsqCluster, statefulset: str, size: str) -> Grown:
+    """Expand every claim of the cluster's nsqds to ``size``, then delete the StatefulSet,
+    orphaning its pods, for the caller to make it anew once it is gone. A claim the
+    apiserver refuses to expand (its StorageClass does not allow it: 403; not bound yet:
+    422) leaves the StatefulSet as it is: a later pass tries again."""
+    expanded, refused = [], []
     for claim in await api.list("PersistentVolumeClaim", cluster.namespace, labels.selector(cluster, labels.NSQD)):
         if quantity_value(_size(claim)) < quantity_value(size):
-            await api.patch("PersistentVolumeClaim", cluster.namespace, claim["metadata"]["name"],
-                            {"spec": {"resources": {"requests": {"storage": size}}}})
-            expanded.append(claim["metadata"]["name"])
-    await api.delete("StatefulSet", cluster.namespace, statefulset, propagation="Orphan")
-    return expanded
+            name = claim["metadata"]["name"]
+            try:
+                await api.patch("PersistentVolumeClaim", cluster.namespace, name,
+                                {"spec": {"resources": {"requests": {"storage": size}}}})
+            except KubeApiError as e:
+                if not e.refused:
+                    raise
+                refused.append((name, e.said))
+                continue
+            expanded.append(name)
+    if not refused:
+        await api.delete("StatefulSet", cluster.namespace, statefulset, propagation="Orphan")
+    return Grown(expanded, refused)

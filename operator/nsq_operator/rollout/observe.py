@@ -72,7 +72,7 @@ class ComponentView:
     component: str
     statefulset: str
     replicas: int  # the StatefulSet's, which may still be above the spec's during a scale-down
-    resource_version: str | None  # the StatefulSet's, as read: a write of its replicas names it
+    resource_version: str | None  # the StatefulSet's, as read (status writes move it: the roller tests replicas instead)
     target: Revision | None  # the revision of the StatefulSet's pod template
     pods: list[PodView]
 

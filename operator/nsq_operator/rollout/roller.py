@@ -8,7 +8,7 @@ from typing import Any
 
 from ..builders import labels
 from ..constants import NSQD_CLAIM_TEMPLATE
-from ..kube.client import CONFLICT, KubeApiError
+from ..kube.client import CONFLICT, INVALID, JSON_PATCH, KubeApiError
 from ..kube.events import post_event
 from ..kube.pods import ordinal_of
 from ..models import NsqCluster, RolloutStatus
@@ -207,15 +207,18 @@ class Roller:
                                           pod.ordinal)
 
     async def _lower_replicas(self, state: RolloutStatus, ordinal: int) -> tuple[RolloutStatus, bool]:
-        """The nsqd StatefulSet's replicas down to ``ordinal``, conditional on the version
-        they were read at: a scale-up since then must not be undone."""
+        """The nsqd StatefulSet's replicas down to ``ordinal``, on condition that they still
+        are what they were read as (a JSON patch ``test``): a scale-up since then must not be
+        undone. The condition is on the field, not on the object's resourceVersion, which
+        the StatefulSet controller moves with every status write (each pod that changes)."""
         nsqd = self.observed.nsqd
         try:
             await self.rt.kube.patch("StatefulSet", self.cluster.namespace, nsqd.statefulset,
-                                     {"metadata": {"resourceVersion": nsqd.resource_version},
-                                      "spec": {"replicas": ordinal}})
+                                     [{"op": "test", "path": "/spec/replicas", "value": nsqd.replicas},
+                                      {"op": "replace", "path": "/spec/replicas", "value": ordinal}],
+                                     content_type=JSON_PATCH)
         except KubeApiError as e:
-            if e.status != CONFLICT:
+            if e.status not in (CONFLICT, INVALID):  # 422: the test failed, the replicas moved on
                 raise
             return state.model_copy(update={"message": f"{nsqd.statefulset} changed; reading it again before "
                                                        f"lowering its replicas to {ordinal}"}), False
