@@ -23,6 +23,7 @@ import kubernetes_validate
 import pydantic
 import yaml
 
+from nsq_operator import quantity
 from tests import custom_kinds
 from tests.apiserver_checks import CRD_FILES, check_async, tool
 
@@ -128,11 +129,22 @@ class Admission:
         return self._key(obj) in self.schemas
 
     def defaulted(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Defaults of the CRD's schema on a custom object; a core object's quantities in
+        their canonical form, as the apiserver stores them (``1024Mi`` is read back as
+        ``1Gi``): custom objects keep theirs as written (int-or-string)."""
         schema = self.schemas.get(self._key(obj))
-        return default(obj, schema) if schema is not None else obj
+        if schema is not None:
+            return default(obj, schema)
+        if custom_kinds.is_custom(obj):
+            return obj
+        return canonical_quantities(obj)
 
     def admit(self, old: dict[str, Any] | None, new: dict[str, Any]) -> None:
         """Raises Refused with the apiserver's words when it would not keep ``new``."""
+        if old is None and (bad := name_and_labels(new)):
+            raise Refused(f"{new.get('kind')} \"{new['metadata'].get('name')}\" is invalid: {'; '.join(bad)}")
+        if old is not None and (bad := name_and_labels(new, name=False)):
+            raise Refused(f"{new.get('kind')} \"{new['metadata'].get('name')}\" is invalid: {'; '.join(bad)}")
         if self.custom(new):
             self._admit_custom(new)
             if old is not None:
@@ -166,6 +178,7 @@ class Admission:
         schema = self.schemas[self._key(obj)]
         pruned = [f'unknown field "{path}" (the apiserver drops it)' for path in unknown_fields(obj, schema)]
         invalid = [_worded(e) for e in self.validators[self._key(obj)].iter_errors(_without_server_fields(obj))]
+        invalid += root_rule_failures(obj, schema)
         if pruned or invalid:
             raise Refused(f"{name}: {'; '.join(pruned + invalid)}")
 
@@ -208,6 +221,69 @@ class Backlog:
                 self._task.cancel()
                 await asyncio.gather(self._task, return_exceptions=True)
         await self.flush()
+
+
+def root_rule_failures(obj: dict[str, Any], schema: dict[str, Any]) -> list[str]:
+    """The CEL rules at the root of a CRD's schema (where ``self.metadata`` holds the name),
+    judged with cel-python at once, as the apiserver refuses the write itself."""
+    out = []
+    for rule in schema.get("x-kubernetes-validations") or []:
+        if "oldSelf" in rule["rule"]:
+            continue
+        root = {"metadata": {k: v for k, v in obj.get("metadata", {}).items() if k in ("name", "generateName")},
+                **{k: v for k, v in obj.items() if k != "metadata"}}
+        verdict = _program(rule["rule"]).evaluate({"self": celpy.json_to_cel(root)})
+        if not (isinstance(verdict, celpy.celtypes.BoolType) and bool(verdict)):
+            out.append(f"<nil>: Invalid value: \"object\": {rule.get('message') or rule['rule']}")
+    return out
+
+
+DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+DNS_1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+# kinds whose names are DNS labels (63 at most) rather than subdomains (253)
+LABEL_NAMED = {"Service": DNS_1035_LABEL, "Namespace": DNS_1123_LABEL}
+
+
+def name_and_labels(obj: dict[str, Any], name: bool = True) -> list[str]:
+    """What the apiserver's ObjectMeta validation refuses: a name that is no DNS subdomain
+    (no DNS label for a Service: at most 63 characters), and label values longer than 63
+    characters or of other characters (a pod's controller-revision-hash, say)."""
+    meta = obj.get("metadata") or {}
+    out = []
+    given = str(meta.get("name") or "")
+    if name and given:
+        rule = LABEL_NAMED.get(str(obj.get("kind")))
+        limit = 63 if rule is not None else 253
+        if len(given) > limit or not (rule or DNS_1123_SUBDOMAIN).match(given):
+            out.append(f"metadata.name: Invalid value: \"{given}\": must be no more than {limit} characters"
+                       if len(given) > limit else f"metadata.name: Invalid value: \"{given}\": not a valid name")
+    for key, value in (meta.get("labels") or {}).items():
+        if len(str(value)) > 63 or not LABEL_VALUE.match(str(value)):
+            out.append(f"metadata.labels: Invalid value: \"{value}\": must be no more than 63 characters")
+    return out
+
+
+def canonical_quantities(value: Any, parent: str = "") -> Any:
+    """Every quantity of a core object (``resources.requests`` / ``.limits``, a claim's
+    ``status.capacity``) rewritten canonical, in place; what does not parse is left for
+    the schema check to refuse."""
+    if isinstance(value, dict):
+        for key, sub in value.items():
+            if isinstance(sub, dict) and ((parent == "resources" and key in ("requests", "limits"))
+                                          or (parent == "status" and key == "capacity")):
+                for name, amount in sub.items():
+                    try:
+                        sub[name] = quantity.canonical(amount)
+                    except quantity.QuantityError:
+                        pass
+            else:
+                canonical_quantities(sub, key)
+    elif isinstance(value, list):
+        for item in value:
+            canonical_quantities(item, parent)
+    return value
 
 
 def _worded(error: jsonschema.ValidationError) -> str:

@@ -8,9 +8,15 @@ pods/eviction subresource honouring PodDisruptionBudgets (eviction.py).
 And what a real apiserver refuses or does on a write (admission.py): defaulting and
 crdcheck of nsq.dev objects, the core kinds' schema, StatefulSet's immutable spec; a
 write naming a stale resourceVersion is a 409; field managers and server-side apply
-(fieldsets.py); a write that changes nothing is no write."""
+(fieldsets.py); a write that changes nothing is no write; core objects' quantities are
+stored canonical (``1024Mi`` read back as ``1Gi``); names and label values are checked for
+length; a DELETE with propagationPolicy Orphan leaves the object Terminating (an orphan
+finalizer) until the garbage collector's part is done, a moment later; a claim grows only
+where its StorageClass allows it, and only once bound; a test can make a StatefulSet's
+controller write its status (a new resourceVersion) just before the next write to it."""
 from __future__ import annotations
 
+import asyncio
 import copy
 import datetime
 import itertools
@@ -26,6 +32,7 @@ import kmock
 import yaml
 from kmock._internal import enums
 
+from nsq_operator import quantity
 from nsq_operator.constants import GROUP, VERSION
 from tests.operator import eviction, fieldsets, selectors
 from tests.operator.admission import Admission, Backlog, Refused
@@ -36,6 +43,10 @@ EXTRA_APIS = {"cert-manager.io/v1": ("certificates", "Certificate"),
               "monitoring.coreos.com/v1": ("podmonitors", "PodMonitor")}
 CUSTOM = {"nsqclusters": ("NsqCluster", {"status", "scale"}), "nsqtopics": ("NsqTopic", {"status"}),
           "nsqchannels": ("NsqChannel", {"status"})}
+
+
+ORPHAN_FINALIZER = "orphan"
+ORPHAN_RELEASE_SECONDS = 0.5  # how long the garbage collector takes to release an Orphan deletion's dependents
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -125,6 +136,9 @@ class KubeEmulator(kmock.KubernetesEmulator):
     _owners: dict[Any, dict[fieldsets.Manager, fieldsets.FieldSet]] = attrs.field(factory=dict, init=False)
     _admission: Admission = attrs.field(factory=Admission, init=False)
     _backlog: Backlog | None = attrs.field(default=None, init=False)
+    _tasks: set[Any] = attrs.field(factory=set, init=False)
+    # StatefulSets whose next write meets a status write of their controller first, one a line
+    status_race_file: Path | None = None
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -249,6 +263,9 @@ class KubeEmulator(kmock.KubernetesEmulator):
             self._backlog.add(new)
 
     async def __aexit__(self, *exc: Any) -> Any:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._backlog is not None:
             await self._backlog.close()
         return await super().__aexit__(*exc)
@@ -309,19 +326,25 @@ class KubeEmulator(kmock.KubernetesEmulator):
             raise kmock.KubernetesObjectNotFoundError()
         current = copy.deepcopy(objects[key].raw)
         if request.action == enums.action.DELETE:
-            if current["metadata"].get("finalizers"):
+            orphaning = self._propagation(request) == "Orphan"
+            if current["metadata"].get("finalizers") or orphaning:
                 if not current["metadata"].get("deletionTimestamp"):
-                    current["metadata"].update(deletionTimestamp=_now(), resourceVersion=str(next(self._versions)))
+                    finalizers = list(current["metadata"].get("finalizers") or [])
+                    if orphaning and ORPHAN_FINALIZER not in finalizers:
+                        # as the apiserver does: the garbage collector releases the
+                        # dependents first, then takes its finalizer off (_release)
+                        finalizers.append(ORPHAN_FINALIZER)
+                        self._spawn(self._release(key, current["metadata"]["uid"]))
+                    current["metadata"].update(deletionTimestamp=_now(), resourceVersion=str(next(self._versions)),
+                                               finalizers=finalizers)
                     objects[key].create(current)
                     await self._buses[resource].put({"type": "MODIFIED", "object": objects[key].raw})
                 return None
             objects[key].delete()
             self._owners.pop(key, None)
             await self._buses[resource].put({"type": "DELETED", "object": current})
-            if self._propagation(request) == "Orphan":
-                await self._orphan(request.namespace, current["metadata"]["uid"])
             return None
-        self._check_precondition(request, current)
+        self._check_resize(request, current)
         owners = self._owners.get(key, {})
         if applying:
             config = self._apply_config(request, key)
@@ -332,6 +355,10 @@ class KubeEmulator(kmock.KubernetesEmulator):
                 raise kmock.KubernetesError(status=409, reason="Conflict", message=str(e)) from None
         else:
             new = self._patched(current, request)
+        if request.subresource is None and resource.plural == "statefulsets" and key[2] in self._racing() \
+                and self._admission.defaulted(copy.deepcopy(new)).get("spec") != current.get("spec"):
+            current = await self._race_status(key, current)
+        self._check_precondition(request, current)
         if request.subresource == "status":
             new = {**current, "status": new.get("status")}
         elif self._has_status(resource):
@@ -359,6 +386,95 @@ class KubeEmulator(kmock.KubernetesEmulator):
     def _propagation(request: Any) -> str | None:
         data = request.data if isinstance(request.data, dict) else {}
         return request.params.get("propagationPolicy") or data.get("propagationPolicy")
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+
+        def done(task: Any) -> None:
+            self._tasks.discard(task)
+            if not task.cancelled() and task.exception() is not None:  # a harness fault: fail the test
+                self._record({"method": "", "path": "", "manager": "emulator", "error": repr(task.exception())})
+        task.add_done_callback(done)
+
+    async def _release(self, key: Any, uid: str) -> None:
+        """The garbage collector's part of an Orphan deletion, a moment later (until then
+        the object is Terminating): the dependents lose their owner reference and stay,
+        then the orphan finalizer goes, and with it the object."""
+        await asyncio.sleep(ORPHAN_RELEASE_SECONDS)
+        async with self._lock:
+            if key not in self._objects:
+                return
+            obj = self._objects[key]
+            if obj.deleted or obj.raw["metadata"].get("uid") != uid:
+                return
+            await self._orphan(key[1], uid)
+            current = copy.deepcopy(obj.raw)
+            finalizers = [f for f in current["metadata"].get("finalizers") or [] if f != ORPHAN_FINALIZER]
+            if finalizers:
+                current["metadata"].update(finalizers=finalizers, resourceVersion=str(next(self._versions)))
+                obj.history = [current]
+                await self._buses[key[0]].put({"type": "MODIFIED", "object": obj.raw})
+                return
+            obj.delete()
+            self._owners.pop(key, None)
+            await self._buses[key[0]].put({"type": "DELETED", "object": current})
+
+    def _check_resize(self, request: Any, current: dict[str, Any]) -> None:
+        """A claim grows only where its StorageClass allows expansion (else 403, as the
+        apiserver's PersistentVolumeClaimResize admission answers) and only once it is
+        bound (else 422: the spec of an unbound claim is immutable). A claim whose class no
+        StorageClass object describes stands for the harness' own, which expands."""
+        if request.resource.plural != "persistentvolumeclaims" or request.subresource is not None:
+            return
+        data = request.data if isinstance(request.data, dict) else {}
+        wanted = (((data.get("spec") or {}).get("resources") or {}).get("requests") or {}).get("storage")
+        have = (((current.get("spec") or {}).get("resources") or {}).get("requests") or {}).get("storage")
+        if wanted is None or have is None or quantity.same(wanted, have):
+            return
+        name = current["metadata"]["name"]
+        if (current.get("status") or {}).get("phase") != "Bound":
+            raise kmock.KubernetesError(
+                status=422, reason="Invalid",
+                message=f"PersistentVolumeClaim \"{name}\" is invalid: spec: Forbidden: spec is immutable after "
+                        f"creation except resources.requests and volumeAttributesClassName for bound claims")
+        classes = [o.raw for (res, _, _), o in self._objects.items()
+                   if res.plural == "storageclasses" and not o.deleted]
+        named = (current.get("spec") or {}).get("storageClassName") or next(
+            (c["metadata"]["name"] for c in classes
+             if (c["metadata"].get("annotations") or {}).get("storageclass.kubernetes.io/is-default-class") == "true"),
+            None)
+        found = next((c for c in classes if c["metadata"]["name"] == named), None)
+        if found is not None and not found.get("allowVolumeExpansion"):
+            raise kmock.KubernetesError(
+                status=403, reason="Forbidden",
+                message=f"persistentvolumeclaims \"{name}\" is forbidden: only dynamically provisioned pvc can be "
+                        f"resized and the storageclass that provisions the pvc must support resize")
+
+    def _racing(self) -> set[str]:
+        if self.status_race_file is None or not self.status_race_file.exists():
+            return set()
+        return set(self.status_race_file.read_text(encoding="utf-8").split())
+
+    async def _race_status(self, key: Any, current: dict[str, Any]) -> dict[str, Any]:
+        """The StatefulSet controller's status write landing between a client's read and its
+        write: for a StatefulSet a test names, once per naming, its resourceVersion moves
+        (a status write) just before a write that changes its spec is judged. Returns the
+        object as it then is."""
+        racing = self._racing()
+        if key[2] not in racing:
+            return current
+        assert self.status_race_file is not None
+        self.status_race_file.write_text("\n".join(sorted(racing - {key[2]})), encoding="utf-8")
+        obj = self._objects[key]
+        current = copy.deepcopy(obj.raw)
+        status = dict(current.get("status") or {})
+        status["collisionCount"] = int(status.get("collisionCount") or 0)  # a status write, as the controller's
+        current.update(status=status)
+        current["metadata"]["resourceVersion"] = str(next(self._versions))
+        obj.history = [current]
+        await self._buses[key[0]].put({"type": "MODIFIED", "object": obj.raw})
+        return copy.deepcopy(current)
 
     async def _orphan(self, namespace: str | None, uid: str) -> None:
         """The garbage collector's part of an Orphan deletion: the dependents lose their

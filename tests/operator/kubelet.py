@@ -24,8 +24,13 @@ nsqlookupd process on its own loopback address (127.0.x.y).
   other labels is created Pending, PodScheduled False, Unschedulable, and runs nothing.
 - Garbage collection: a StatefulSet whose owning NsqCluster is gone is deleted, and its
   pods with it (KMock has no garbage collector). A StatefulSet deleted with
-  ``propagationPolicy: Orphan`` leaves its pods running (the emulator drops their owner
-  reference); a StatefulSet made later under the same name adopts them.
+  ``propagationPolicy: Orphan`` stays Terminating a moment and leaves its pods running
+  (the emulator drops their owner reference); a StatefulSet made later under the same
+  name adopts every one its selector matches, and deletes those beyond its replicas.
+- The StatefulSet controller's status (replicas, readyReplicas, observedGeneration ...)
+  is written whenever a pod changes: a StatefulSet's resourceVersion moves on its own.
+- Each pod carries ``controller-revision-hash: <statefulset>-<hash>``, its hash at its
+  longest (10 characters), a label value the apiserver checks (63 at most).
 """
 from __future__ import annotations
 
@@ -33,6 +38,7 @@ import asyncio
 import shutil
 import time
 import tomllib
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Coroutine
@@ -51,6 +57,7 @@ from tests.servers import Nsqlookupd, ServerProcess
 FINALIZER = "kubelet.test/terminate"
 CRASH_LOOP_TAG = "crashloop"
 PROBE_PERIOD = 0.2
+REVISION_LABEL = "controller-revision-hash"
 KUBELET_FLAGS = {"tcp-address", "http-address", "https-address", "data-path", "config", "broadcast-address"}
 
 
@@ -219,11 +226,50 @@ class FakeKubelet:
                 # the StatefulSet controller adopts a running pod its selector matches
                 await self._send("PATCH", self._path("pods", name), {"metadata": {"ownerReferences": [_owned_by(sts)]}},
                                  "application/merge-patch+json")
+        for name, pod in pods.items():
+            # the controller adopts every orphan its selector matches, beyond its replicas too
+            # (those it then deletes, above, on the next pass)
+            sts = self._claimer(sets, pod)
+            if name not in wanted and sts is not None and _owner(pod) is None \
+                    and not pod["metadata"].get("deletionTimestamp"):
+                await self._send("PATCH", self._path("pods", name), {"metadata": {"ownerReferences": [_owned_by(sts)]}},
+                                 "application/merge-patch+json")
+        for sts in sets:
+            await self._write_status(sts, pods)
         for claim in [c for c in self.claims if c not in claims]:
-            if not any(self.claims[claim].is_relative_to(self.root / p) for p in self.pods):
+            # (a pod being started has its claim recorded before the apiserver has it)
+            if not any(self.claims[claim].is_relative_to(self.root / p) for p in {*self.pods, *self.busy}):
                 shutil.rmtree(self.claims.pop(claim), ignore_errors=True)
         await asyncio.gather(*(self._probe(pod) for name, pod in pods.items()
                                if name in settled and name in self.pods and name not in self.busy))
+
+    @staticmethod
+    def _claimer(sets: list[dict[str, Any]], pod: dict[str, Any]) -> dict[str, Any] | None:
+        """The StatefulSet whose selector matches the pod and whose pods its name is one of."""
+        base, _, ordinal = pod["metadata"]["name"].rpartition("-")
+        have = pod["metadata"].get("labels") or {}
+        for sts in sets:
+            wanted = (sts["spec"].get("selector") or {}).get("matchLabels") or {}
+            if sts["metadata"]["name"] == base and ordinal.isdigit() and wanted \
+                    and all(have.get(k) == v for k, v in wanted.items()) and not sts["metadata"].get("deletionTimestamp"):
+                return sts
+        return None
+
+    async def _write_status(self, sts: dict[str, Any], pods: dict[str, dict[str, Any]]) -> None:
+        """The StatefulSet controller's status, rewritten whenever one of its pods changes
+        (each write a new resourceVersion, as on a real apiserver)."""
+        if sts["metadata"].get("deletionTimestamp"):
+            return
+        mine = [p for p in pods.values() if _owner(p) == sts["metadata"]["uid"]]
+        ready = sum(1 for p in mine if _condition(p, "Ready"))
+        status = {"observedGeneration": sts["metadata"].get("generation", 1), "replicas": len(mine),
+                  "readyReplicas": ready, "availableReplicas": ready, "currentReplicas": len(mine),
+                  "updatedReplicas": len(mine)}
+        have = sts.get("status") or {}
+        if any(have.get(k) != v for k, v in status.items()):
+            await self._send("PATCH", f"/apis/apps/v1/namespaces/{self.namespace}/statefulsets/"
+                                      f"{sts['metadata']['name']}/status", {"status": status},
+                             "application/merge-patch+json")
 
     async def _collect_garbage(self, sets: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Delete the StatefulSets whose owner is gone; returns the others."""
@@ -248,8 +294,12 @@ class FakeKubelet:
         container = next(c for c in containers if c["name"] == component)  # the one this kubelet runs
         args = [a.replace("$(POD_NAME)", name) for a in container.get("args", [])]
         container["args"] = args
+        # as the StatefulSet controller labels a pod: its ControllerRevision's name, the
+        # StatefulSet's name and a 32-bit hash, here at its longest (10 digits)
+        revision = f"{sts['metadata']['name']}-{zlib.crc32(repr(template).encode()):010d}"
         pod = {"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": name, "namespace": self.namespace, "labels": dict(template["metadata"]["labels"]),
+               "metadata": {"name": name, "namespace": self.namespace,
+                            "labels": {**template["metadata"]["labels"], REVISION_LABEL: revision},
                             "annotations": dict(template["metadata"].get("annotations") or {}),
                             "finalizers": [FINALIZER], "ownerReferences": [_owned_by(sts)]},
                "spec": {**template["spec"], "containers": containers, "hostname": name},
@@ -302,7 +352,7 @@ class FakeKubelet:
             if r.status < 400 or r.status == 409:
                 return True
             message = (await r.json(content_type=None) or {}).get("message") or await r.text()
-        if r.status != 403:
+        if r.status not in (403, 422):  # Pod Security, quota ...; or a label value too long
             raise RuntimeError(f"POST pod {pod['metadata']['name']}: {r.status} {message}")
         self.refused.add(key)
         await self._send("POST", self._path("events"), {

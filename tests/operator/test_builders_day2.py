@@ -211,3 +211,35 @@ def test_network_policy_admits_clients_nsqds_nsqadmin_and_the_operator_to_nsqd_o
     assert {"namespaceSelector": {"matchLabels": {"name": "monitoring"}}} in peers
     assert not [m for m in objs.values() if m["kind"] == "NetworkPolicy" and m["metadata"]["name"] != "demo-nsqd"]
     assert not [m for m in build_cluster(cluster()) if m["kind"] == "NetworkPolicy"]
+
+
+def test_network_policy_admits_the_operator_where_it_runs_and_scrapers_to_http_only() -> None:
+    from nsq_operator.models import NsqCluster
+    from nsq_operator.models.network import OperatorPod
+    from tests.operator.samples import cluster_body
+    here = OperatorPod("platform", {"app.kubernetes.io/name": "queue-operator", "app.kubernetes.io/instance": "mq"})
+    scrapers = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                 "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}},
+                {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "keda"}}}]
+
+    def policy(operator_pod: OperatorPod | None, **network: Any) -> dict[str, Any]:
+        built = NsqCluster.from_body(cluster_body(networkPolicy={"enabled": True, **network}), operator_pod=operator_pod)
+        return by_kind_and_name(build_cluster(built))["NetworkPolicy", "demo-nsqd"]["spec"]
+
+    def operator_peers(spec: dict[str, Any]) -> list[dict[str, Any]]:
+        return [p for p in spec["ingress"][0]["from"] if "namespaceSelector" in p]
+
+    mine = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "platform"}},
+            "podSelector": {"matchLabels": dict(here.labels)}}
+    assert operator_peers(policy(here)) == [mine]  # nothing of nsq-system
+    # a spec naming another operator admits it as well, never instead
+    other = operator_peers(policy(here, operatorNamespace="nsq-system"))
+    assert other == [mine, {**mine, "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "nsq-system"}}}]
+    # an operator that does not know where it runs (outside the cluster) keeps the chart's defaults
+    assert operator_peers(policy(None)) == [{"namespaceSelector": {"matchLabels": {
+        "kubernetes.io/metadata.name": "nsq-system"}}, "podSelector": {"matchLabels": {"app.kubernetes.io/name": "nsq-operator"}}}]
+    with_scrapers = policy(here, httpFrom=scrapers)
+    assert with_scrapers["ingress"][1] == {"from": scrapers, "ports": [{"protocol": "TCP", "port": 4151}]}
+    tls = NsqCluster.from_body(cluster_body(networkPolicy={"enabled": True, "httpFrom": scrapers}, tls=ISSUER))
+    assert [p["port"] for p in by_kind_and_name(build_cluster(tls))["NetworkPolicy", "demo-nsqd"]["spec"]
+            ["ingress"][1]["ports"]] == [4151, 4152]

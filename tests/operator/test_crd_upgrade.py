@@ -12,6 +12,8 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
+from nsq_operator.builders.limits import MAX_CLUSTER_NAME
+
 RELEASED = Path(__file__).resolve().parent / "released_crds"
 CURRENT = Path(__file__).resolve().parents[2] / "crds"
 KINDS = ["nsqclusters", "nsqtopics", "nsqchannels"]
@@ -59,10 +61,19 @@ def narrowed(old: dict[str, Any], new: dict[str, Any], path: str = "") -> Iterat
             yield from narrowed(old[key], new[key], f"{path}[]" if key == "items" else f"{path}{{}}")
 
 
+# Narrowings taken knowingly, each with why no object that worked is refused (UPGRADING.md).
+ACCEPTED = {
+    # an NsqCluster named longer than this never ran: its nsqlookupd pods carry the label
+    # controller-revision-hash: <name>-lookupd-<hash of up to 10 digits>, which the apiserver
+    # refuses beyond 63 characters (builders/limits.py); such an object can only be deleted
+    f": new rule 'self.metadata.name.size() <= {MAX_CLUSTER_NAME}' may refuse a stored object",
+}
+
+
 @pytest.mark.parametrize("release", sorted(p.name for p in RELEASED.iterdir()))
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_crds_accept_everything_a_released_version_accepted(release: str, kind: str) -> None:
-    assert list(narrowed(schema(RELEASED / release, kind), schema(CURRENT, kind))) == []
+    assert [n for n in narrowed(schema(RELEASED / release, kind), schema(CURRENT, kind)) if n not in ACCEPTED] == []
 
 
 def test_the_check_sees_a_narrowing() -> None:

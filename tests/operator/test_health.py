@@ -26,6 +26,9 @@ class RefusingApi:
     async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         return None
 
+    async def list(self, kind: str, namespace: str, labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        return []
+
     async def apply(self, manifest: dict[str, Any]) -> dict[str, Any]:
         if manifest["kind"] == "StatefulSet":
             status = {"kind": "Status", "code": 422, "reason": "Invalid",
@@ -86,17 +89,28 @@ def test_events_mark_transitions_only() -> None:
 
 
 class StatefulSetApi:
-    """The nsqd StatefulSet exists at resourceVersion 41 with 5 replicas; the rest is missing."""
+    """The nsqd StatefulSet exists at resourceVersion 41 with 5 replicas; the rest is missing.
+    ``conflicts``: how many of its applies its controller's status writes beat (409), each
+    moving it one version on."""
 
-    def __init__(self) -> None:
+    def __init__(self, conflicts: int = 0) -> None:
         self.applied: list[dict[str, Any]] = []
+        self.conflicts = conflicts
+        self.version = 41
 
     async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         if (kind, name) == ("StatefulSet", "demo-nsqd"):
-            return {"metadata": {"name": name, "resourceVersion": "41"}, "spec": {"replicas": 5}}
+            return {"metadata": {"name": name, "resourceVersion": str(self.version)}, "spec": {"replicas": 5}}
         return None
 
+    async def list(self, kind: str, namespace: str, labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        return []
+
     async def apply(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        if manifest["metadata"].get("resourceVersion") is not None and self.conflicts:
+            self.conflicts -= 1
+            self.version += 1
+            raise KubeApiError(409, "PATCH", "/apis/apps/v1/...", json.dumps({"message": "the object has been modified"}))
         self.applied.append(manifest)
         return manifest
 
@@ -108,3 +122,47 @@ async def test_replicas_are_written_with_the_resource_version_they_were_read_at(
     (nsqd,) = [m for m in rt._kube.applied  # type: ignore[attr-defined]
                if (m["kind"], m["metadata"]["name"]) == ("StatefulSet", "demo-nsqd")]
     assert nsqd["metadata"]["resourceVersion"] == "41" and nsqd["spec"]["replicas"] == 5  # the roller lowers it
+
+
+async def test_a_status_write_between_read_and_apply_is_tried_again_on_a_fresh_read() -> None:
+    rt = Runtime()
+    rt._kube = StatefulSetApi(conflicts=2)  # type: ignore[assignment]
+    assert await apply_all(rt, cluster(nsqd={"replicas": 3}), {}) == []
+    (nsqd,) = [m for m in rt._kube.applied  # type: ignore[attr-defined]
+               if (m["kind"], m["metadata"]["name"]) == ("StatefulSet", "demo-nsqd")]
+    assert nsqd["metadata"]["resourceVersion"] == "43" and nsqd["spec"]["replicas"] == 5
+
+
+async def test_a_write_that_keeps_conflicting_is_no_success() -> None:
+    import pytest
+
+    from nsq_operator.reconcile.cluster import Conflicted
+    rt = Runtime()
+    rt._kube = StatefulSetApi(conflicts=10)  # type: ignore[assignment]
+    with pytest.raises(Conflicted):
+        await apply_all(rt, cluster(nsqd={"replicas": 3}), {})
+
+
+class OrphansApi(StatefulSetApi):
+    """No nsqd StatefulSet (deleted with its pods orphaned, to be made anew), and its pods:
+    demo-nsqd-0 and -1 running, -2 on its way out."""
+
+    async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return None
+
+    async def list(self, kind: str, namespace: str, labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        if kind != "Pod":
+            return []
+        return [{"metadata": {"name": "demo-nsqd-0"}}, {"metadata": {"name": "demo-nsqd-1"}},
+                {"metadata": {"name": "demo-nsqd-2", "deletionTimestamp": "2026-01-01T11:59:00Z"}}]
+
+
+async def test_a_statefulset_made_anew_keeps_the_nsqds_that_run() -> None:
+    """In the middle of a scale-down from 2 to 1, the leaving nsqd has yet to hand its
+    messages off: made with the spec's replicas, its StatefulSet would delete it at once."""
+    rt = Runtime()
+    rt._kube = OrphansApi()  # type: ignore[assignment]
+    assert await apply_all(rt, cluster(nsqd={"replicas": 1}), {}) == []
+    (nsqd,) = [m for m in rt._kube.applied  # type: ignore[attr-defined]
+               if (m["kind"], m["metadata"]["name"]) == ("StatefulSet", "demo-nsqd")]
+    assert nsqd["spec"]["replicas"] == 2 and "resourceVersion" not in nsqd["metadata"]

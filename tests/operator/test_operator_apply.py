@@ -3,6 +3,7 @@ from the objects, what another manager put on them stays, and a change the apise
 cannot make is reported instead of dropped."""
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -138,3 +139,46 @@ async def test_storage_grows_in_place_and_cannot_shrink_or_change_class(operator
     assert status == 422 and "storageClassName cannot change" in answer["message"], answer
     assert len(operator.backstage.take_rejections()) == 1
     await operator.delete("NsqCluster", "disk")
+
+
+async def test_quantities_the_apiserver_rewrites_canonical_are_no_change(operator: OperatorUnderTest) -> None:
+    """The apiserver stores 1.5Gi as 1536Mi and 1024Mi as 1Gi: read back, they are the same
+    sizes, not a change of the claim template to report on every pass."""
+    await operator.create("NsqCluster", "canon", {
+        "nsqd": {"replicas": 1, "storage": {"size": "1.5Gi"}, "resources": {"requests": {"memory": "1024Mi"}}},
+        "lookupd": {"replicas": 1}, "drainTimeoutSeconds": 2})
+    await operator.ready("NsqCluster", "canon", timeout=60)
+    sts = await operator.core(f"{STATEFULSETS}/canon-nsqd")
+    assert claim_size(sts["spec"]["volumeClaimTemplates"][0]) == "1536Mi"  # as a real apiserver keeps it
+    nsqd = next(c for c in sts["spec"]["template"]["spec"]["containers"] if c["name"] == "nsqd")
+    assert nsqd["resources"]["requests"]["memory"] == "1Gi"
+    for _ in range(3):  # a few periodic passes (1 s apart)
+        await asyncio.sleep(1.2)
+        degraded = await operator.condition("NsqCluster", "canon", "Degraded")
+        assert degraded is not None and degraded["status"] == "False", degraded
+    assert await events(operator, "canon", "ChangeNotApplied") == []
+    assert (await operator.core(f"{STATEFULSETS}/canon-nsqd"))["spec"] == sts["spec"]
+    assert claim_size(await operator.core(f"{CLAIMS}/data-canon-nsqd-0")) == "1536Mi"
+    await operator.delete("NsqCluster", "canon")
+
+
+async def test_a_status_write_racing_the_apply_is_retried_and_the_pruning_still_runs(
+        operator: OperatorUnderTest) -> None:
+    """The StatefulSet controller rewrites status (and so resourceVersion) whenever a pod
+    changes: the change handler's write meets it (409) and must try again, not call the
+    change done, or the NetworkPolicy the spec dropped would never be deleted."""
+    policies = f"/apis/networking.k8s.io/v1/namespaces/{NS}/networkpolicies"
+    await operator.create("NsqCluster", "race", {"nsqd": {"replicas": 1}, "lookupd": {"replicas": 1},
+                                                 "networkPolicy": {"enabled": True}, "drainTimeoutSeconds": 2})
+    await operator.ready("NsqCluster", "race", timeout=60)
+    assert await operator.core(f"{policies}/race-nsqd") is not None
+    operator.backstage.race_status("race-nsqd")
+    await operator.patch("NsqCluster", "race", {"spec": {"networkPolicy": {"enabled": False},
+                                                         "nsqd": {"options": {"max-rdy-count": 77}}}})
+
+    async def pruned() -> bool:
+        return await operator.core(f"{policies}/race-nsqd") is None
+    await operator.until(pruned, 20, "the NetworkPolicy the spec dropped deleted")
+    assert not operator.backstage.root.joinpath("status-race").read_text().strip()  # the race did happen
+    await operator.ready("NsqCluster", "race", timeout=60)
+    await operator.delete("NsqCluster", "race")

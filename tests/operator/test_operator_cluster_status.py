@@ -98,3 +98,23 @@ async def test_the_scale_subresource_scales_nsqd(operator: OperatorUnderTest) ->
     assert obj["status"]["nsqd"]["readyReplicas"] == 2 and obj["status"]["nsqd"]["registeredInAllLookupds"] is True
     producers = {p["broadcast_address"] for p in operator.pod_json("scaled-lookupd-0", "/nodes")["producers"]}
     assert producers == {f"scaled-nsqd-{i}.scaled-nsqd-headless.{NAMESPACE}.svc" for i in range(2)}
+
+
+async def test_a_name_too_long_for_its_objects_is_refused_and_the_longest_runs(operator: OperatorUnderTest) -> None:
+    """At 45 characters, <name>-lookupd's pods would carry a controller-revision-hash label
+    of 64 characters, which the apiserver refuses: the CRD refuses the name first."""
+    from nsq_operator.builders.limits import MAX_CLUSTER_NAME
+    longest = ("nsq" + "x" * 63)[:MAX_CLUSTER_NAME]
+    body = {"apiVersion": "nsq.dev/v1alpha1", "kind": "NsqCluster",
+            "metadata": {"name": longest + "y", "namespace": NAMESPACE}, "spec": {}}
+    status, answer = await operator.attempt("POST", operator._path("NsqCluster"), body)
+    assert status == 422 and f"at most {MAX_CLUSTER_NAME} characters" in answer["message"], answer
+    assert len(operator.backstage.take_rejections()) == 1
+    await operator.create("NsqCluster", longest, {"nsqd": {"replicas": 1}, "lookupd": {"replicas": 1},
+                                                  "drainTimeoutSeconds": 2})
+    await operator.ready("NsqCluster", longest, timeout=60)  # every pod made, revision label and all
+    pods = await operator.core(f"/api/v1/namespaces/{NAMESPACE}/pods")
+    revisions = [p["metadata"]["labels"]["controller-revision-hash"] for p in pods["items"]
+                 if p["metadata"]["name"].startswith(longest)]
+    assert max(map(len, revisions)) == 63
+    await operator.delete("NsqCluster", longest)

@@ -37,7 +37,10 @@ async def test_scale_down_hands_the_backlog_off_and_deletes_the_claim(operator: 
         consume_all(operator, "shrink-nsqd-1", "jobs", "work")
     assert sorted(set(received)) == sorted(published)  # 0 lost (a handoff may duplicate, never drop)
     assert await operator.core(f"/api/v1/namespaces/{NS}/persistentvolumeclaims/data-shrink-nsqd-2") is None
-    assert not (operator.backstage.root / "shrink-nsqd-2" / "data").exists()
+
+    async def volume_gone() -> bool:  # the kubelet removes it on its next pass after the claim
+        return not (operator.backstage.root / "shrink-nsqd-2" / "data").exists()
+    await operator.until(volume_gone, 10, "the deleted claim's volume removed")
     messages = [e["message"] for e in await events(operator, "shrink", "ScaleDown")]
     assert any("handing the messages of shrink-nsqd-2 off" in m for m in messages)
     assert any("shrink-nsqd-2 handed all its messages off" in m for m in messages)
