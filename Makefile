@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 BASE   := $(VENV)/.installed-base
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-newest acceptance install clean
+.PHONY: demo test test-newest acceptance install clean cluster cluster-down cluster-packages test-cluster
 
 # The demo needs only the package; the tests add their tools, the PyPI clients and Spark.
 $(BASE): pyproject.toml
@@ -66,7 +66,7 @@ test: $(STAMP)
 # keep CI in its time.
 NEWEST_PYTHON_VERSION ?= 3.13
 NEWEST_TEST_ARGS := -m "not spark and not slow and not nsqd_ref" \
-	--ignore-glob="tests/operator/test_operator_*.py" --ignore=tests/chart --ignore=tests/e2e --ignore=e2e
+	--ignore-glob="tests/operator/test_operator_*.py" --ignore=tests/chart --ignore=tests/e2e --ignore=e2e --ignore=tests/cluster
 test-newest:
 	$(MAKE) test PYTHON="$$(.ci/find-python $(NEWEST_PYTHON_VERSION))" VENV=.venv-$(NEWEST_PYTHON_VERSION) \
 		TEST_ARGS='$(NEWEST_TEST_ARGS)'
@@ -76,6 +76,30 @@ acceptance: $(STAMP)
 	NSQD_CMD="$(abspath $(VENV))/bin/nsqd" NSQLOOKUPD_CMD="$(abspath $(VENV))/bin/nsqlookupd" \
 		$(PY) -m pytest -q -p no:cacheprovider -c ../shared/acceptance/pytest.ini \
 		--rootdir ../shared/acceptance ../shared/acceptance $(ACCEPTANCE_ARGS)
+
+# A one-node Kubernetes of upstream components, built here from Go modules and Debian's
+# packages (e2e/cluster/README.md): the first run builds for a while, later ones start in
+# about a minute. Its last line is the `export KUBECONFIG=...` that reaches it. Needs root.
+CLUSTER := e2e/cluster
+CLUSTER_PACKAGES := debootstrap buildah containernetworking-plugins iptables conntrack libseccomp-dev pkg-config
+cluster-packages:
+	@dpkg -s $(CLUSTER_PACKAGES) >/dev/null 2>&1 || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(CLUSTER_PACKAGES) >/dev/null; }
+
+cluster: cluster-packages
+	$(CLUSTER)/build.sh
+	$(CLUSTER)/images.sh
+	$(CLUSTER)/up.sh
+
+cluster-down:
+	$(CLUSTER)/down.sh
+
+# The tests that need the real cluster (tests/cluster), on one started for them and
+# stopped after; `make test` skips them where no cluster runs.
+test-cluster: $(STAMP)
+	$(MAKE) cluster
+	NSQ_REQUIRE_CLUSTER=1 $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile \
+		tests/cluster $(CLUSTER_TEST_ARGS); status=$$?; $(CLUSTER)/down.sh; exit $$status
 
 clean:
 	rm -rf $(VENV) .venv-$(NEWEST_PYTHON_VERSION) .venv-checkov build *.egg-info

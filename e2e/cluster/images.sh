@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Makes the images the one-node cluster runs, with no registry: the pause image compiled
+# from Kubernetes' build/pause/linux/pause.c, CoreDNS FROM scratch, a Debian base with
+# Python from debootstrap, and the project's image from its own Dockerfile on that base
+# (buildah, from Debian's packages). Writes archives to ${IMAGE_DIR}; the base images are
+# cached by version, the project's image by the content of what its Dockerfile copies.
+set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+mkdir -p "${IMAGE_DIR}"
+OCI_IMAGE=(python3 "${CLUSTER_DIR}/oci_image.py")
+
+pause_image() {
+  local out="${IMAGE_DIR}/pause-${PAUSE_IMAGE##*:}.tar" source work
+  [[ -s "${out}" ]] && return
+  log "building the pause image from Kubernetes ${KUBERNETES_VERSION}'s pause.c"
+  source="$(go env GOMODCACHE)/k8s.io/kubernetes@${KUBERNETES_VERSION}/build/pause/linux/pause.c"
+  [[ -f "${source}" ]] || GOFLAGS=-mod=mod go mod download "k8s.io/kubernetes@${KUBERNETES_VERSION}"
+  work="$(mktemp -d)"
+  gcc -Os -Wall -Werror -static -DVERSION="v${PAUSE_IMAGE##*:}-nsq-operator" -o "${work}/pause" "${source}"
+  strip "${work}/pause"
+  "${OCI_IMAGE[@]}" --name "${PAUSE_IMAGE}" --file "${work}/pause:/pause" --entrypoint /pause \
+    --user 65535:65535 --out "${out}.partial"
+  mv "${out}.partial" "${out}"
+  rm -rf "${work}"
+}
+
+coredns_image() {
+  local out="${IMAGE_DIR}/coredns-${COREDNS_VERSION}.tar"
+  [[ -s "${out}" ]] && return
+  log "making the CoreDNS image"
+  "${OCI_IMAGE[@]}" --name "${COREDNS_IMAGE}" --file "${BIN_DIR}/coredns:/coredns" \
+    --entrypoint /coredns --user 65532:65532 --out "${out}.partial"
+  mv "${out}.partial" "${out}"
+}
+
+# Debian with Python 3.11, pip and `python`: what the Dockerfile's python:3.11-slim gives it. The
+# machine's own extra certificate authorities go in too, so pip inside the build reaches
+# the package index the way pip on this machine does.
+python_base_image() {
+  local out="${IMAGE_DIR}/debian-python-${DEBIAN_SUITE}.tar" rootfs
+  [[ -s "${out}" ]] && return
+  log "making the Debian ${DEBIAN_SUITE} base with debootstrap"
+  rootfs="$(mktemp -d)"
+  debootstrap --variant=minbase --include=python3,python3-pip,python-is-python3,ca-certificates \
+    "${DEBIAN_SUITE}" "${rootfs}" http://deb.debian.org/debian >"${LOG_DIR:-/tmp}/debootstrap.log" 2>&1 \
+    || die "debootstrap failed: $(tail -5 "${LOG_DIR:-/tmp}/debootstrap.log")"
+  if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+    cp /usr/local/share/ca-certificates/*.crt "${rootfs}/usr/local/share/ca-certificates/"
+    chroot "${rootfs}" update-ca-certificates >/dev/null
+  fi
+  # The image is a base for pip installs, as python:3.11-slim is: Debian's marker that
+  # the system Python belongs to apt would refuse them.
+  rm -f "${rootfs}"/usr/lib/python3*/EXTERNALLY-MANAGED
+  rm -rf "${rootfs}"/var/lib/apt/lists/* "${rootfs}"/var/cache/apt/*.bin "${rootfs}"/var/cache/apt/archives/*.deb
+  "${OCI_IMAGE[@]}" --name "${PYTHON_BASE_IMAGE}" --rootfs "${rootfs}" --cmd python3 \
+    --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin --env LANG=C.UTF-8 \
+    --out "${out}.partial"
+  mv "${out}.partial" "${out}"
+  rm -rf "${rootfs}"
+}
+
+# The hash of everything the Dockerfile copies: a changed source file makes a new image.
+project_source_key() {
+  (cd "${REPO_DIR}" && git ls-files -s Dockerfile pyproject.toml README.md protocol broker lookupd \
+     admin client local operator pipeline && git diff HEAD -- Dockerfile pyproject.toml protocol broker \
+     lookupd admin client local operator pipeline) | sha256sum | cut -c1-12
+}
+
+project_image() {
+  local key out name
+  key="$(project_source_key)"
+  out="${IMAGE_DIR}/nsq-operator-${key}.tar"
+  name="$(project_image_name)"
+  if [[ ! -s "${out}" ]]; then
+    log "building the project's image from its Dockerfile (${key})"
+    if ! buildah images --quiet "${PYTHON_BASE_IMAGE}" >/dev/null 2>&1; then
+      buildah pull --quiet "oci-archive:${IMAGE_DIR}/debian-python-${DEBIAN_SUITE}.tar" >/dev/null
+      buildah tag "$(buildah images --quiet --filter "reference=*${PYTHON_BASE_IMAGE##*/}" | head -1)" \
+        "${PYTHON_BASE_IMAGE}" 2>/dev/null || true
+    fi
+    buildah bud --quiet --layers=false --network host --pull-never \
+      --build-arg "PYTHON_IMAGE=${PYTHON_BASE_IMAGE}" --tag "${name}" \
+      --file "${REPO_DIR}/Dockerfile" "${REPO_DIR}" >/dev/null
+    rm -f "${IMAGE_DIR}"/nsq-operator-*.tar
+    buildah push --quiet "${name}" "docker-archive:${out}.partial:${name}"
+    mv "${out}.partial" "${out}"
+  fi
+  ln -sf "${out}" "${IMAGE_DIR}/nsq-operator-current.tar"
+}
+
+# The name the chart and the operator default to (the release's), so that `helm install`
+# without image settings runs what was built here.
+project_image_name() {
+  local version
+  version="$(sed -n 's/^version = "\(.*\)"/\1/p' "${REPO_DIR}/pyproject.toml" | head -1)"
+  echo "ghcr.io/nsq-operator/nsq-operator:${version}"
+}
+
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+  started=$(date +%s)
+  pause_image
+  coredns_image
+  python_base_image
+  project_image
+  log "images ready in ${IMAGE_DIR} ($(( $(date +%s) - started ))s)"
+fi

@@ -1,0 +1,126 @@
+"""kubectl against the real one-node cluster (`make cluster`), as tests use it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+import yaml
+
+T = TypeVar("T")
+STATE_DIR = Path(os.environ.get("NSQ_CLUSTER_STATE", "/var/lib/nsq-operator-cluster"))
+REPO = Path(__file__).resolve().parents[2]
+
+
+class KubectlError(RuntimeError):
+    def __init__(self, args: list[str], stderr: str) -> None:
+        super().__init__(f"kubectl {' '.join(args)}: {stderr.strip()}")
+        self.stderr = stderr
+
+
+def cluster_kubeconfig() -> Path | None:
+    """The cluster's admin kubeconfig: $KUBECONFIG when set, else the one up.sh writes."""
+    named = os.environ.get("KUBECONFIG")
+    path = Path(named) if named else STATE_DIR / "admin.kubeconfig"
+    return path if path.exists() else None
+
+
+def kubectl_binary() -> str:
+    """The kubectl built with the cluster (same version), else the one on PATH."""
+    for built in sorted(Path(os.environ.get("NSQ_CLUSTER_CACHE", Path.home() / ".cache/nsq-operator-cluster")).glob("build-*/bin/kubectl")):
+        return str(built)
+    return "kubectl"
+
+
+@dataclass
+class Kube:
+    kubeconfig: Path
+    binary: str = field(default_factory=kubectl_binary)
+
+    def run(self, *args: str, stdin: str | None = None, timeout: float = 120, check: bool = True) -> str:
+        command = [self.binary, "--kubeconfig", str(self.kubeconfig), *args]
+        done = subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=timeout)
+        if check and done.returncode != 0:
+            raise KubectlError(list(args), done.stderr)
+        return done.stdout
+
+    def apply(self, manifests: list[dict[str, Any]] | dict[str, Any], *extra: str) -> str:
+        documents = manifests if isinstance(manifests, list) else [manifests]
+        return self.run("apply", *extra, "-f", "-", stdin=yaml.safe_dump_all(documents))
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+        args = ["get", kind, name, "-o", "json"] + (["-n", namespace] if namespace else [])
+        return json.loads(self.run(*args))
+
+    def get_or_none(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        try:
+            return self.get(kind, name, namespace)
+        except KubectlError as error:
+            if "NotFound" in error.stderr:
+                return None
+            raise
+
+    def items(self, kind: str, namespace: str, *selector: str) -> list[dict[str, Any]]:
+        return json.loads(self.run("get", kind, "-n", namespace, *selector, "-o", "json"))["items"]
+
+    def namespace(self, prefix: str, labels: dict[str, str] | None = None) -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+        self.apply({"apiVersion": "v1", "kind": "Namespace",
+                    "metadata": {"name": name, "labels": labels or {}}})
+        return name
+
+
+def wait_until(what: str, check: Callable[[], T | None], timeout: float = 120, every: float = 0.5) -> T:
+    """Polls ``check`` until it returns something truthy; fails with ``what`` at the deadline."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while True:
+        try:
+            result = check()
+            if result:
+                return result
+        except (KubectlError, KeyError, IndexError) as error:
+            last_error = error
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}"
+                                 + (f" (last error: {last_error})" if last_error else ""))
+        time.sleep(every)
+
+
+def project_image() -> str:
+    """The image images.sh built from the Dockerfile and up.sh loaded into containerd."""
+    version = next(line.split('"')[1] for line in (REPO / "pyproject.toml").read_text().splitlines()
+                   if line.startswith("version = "))
+    return f"ghcr.io/nsq-operator/nsq-operator:{version}"
+
+
+def restricted_container(name: str, image: str, command: list[str], **extra: Any) -> dict[str, Any]:
+    """A container that passes Pod Security's restricted profile."""
+    return {
+        "name": name,
+        "image": image,
+        "imagePullPolicy": "Never",
+        "command": command,
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        **extra,
+    }
+
+
+def pod(name: str, namespace: str, containers: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": name}},
+        "spec": {"containers": containers, **spec},
+    }
