@@ -189,6 +189,7 @@ def test_deletion_sends_sigterm_and_waits_the_grace_period(kube: Kube, namespace
     assert 3.5 <= took < 20     # ... so it was killed only when the 4 s grace period ran out
 
 
+@pytest.mark.timeout(900)
 def test_a_bound_token_expires_and_the_kubelet_renews_it(kube: Kube, token_pod: tuple[str, float]) -> None:
     namespace, created = token_pod
 

@@ -1,0 +1,97 @@
+"""The user's path on the real cluster: the CRDs applied server-side, the chart installed
+into a namespace and under a release name other than the defaults (the operator as a pod
+with its own ServiceAccount and RBAC), then e2e/kind/scenario.sh, the scenario users run on
+kind: an NsqCluster with topics and channels in a namespace enforcing Pod Security
+"restricted", a rolling upgrade (image change) and a scale-down under load from pods, and
+not one acknowledged message lost."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tests.chart.helm import helm_binary
+from tests.cluster.kube import REPO, Kube, wait_until
+
+pytestmark = pytest.mark.real_cluster
+RELEASE = "queue"
+ROLLOUT_IMAGE_REPOSITORY = "localhost/nsq-operator"  # e2e/cluster/up.sh names the image e2e-1 and e2e-2 too
+
+
+def helm(kube: Kube, *args: str, timeout: float = 600) -> str:
+    environment = {**os.environ, "KUBECONFIG": str(kube.kubeconfig)}
+    done = subprocess.run([helm_binary(), *args], capture_output=True, text=True, timeout=timeout, env=environment)
+    assert done.returncode == 0, f"helm {' '.join(args)}: {done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def operator_namespace(kube: Kube) -> Iterator[str]:
+    kube.run("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
+    for crd in ("nsqclusters", "nsqtopics", "nsqchannels"):
+        kube.run("wait", "--for", "condition=Established", "--timeout", "60s", f"crd/{crd}.nsq.dev")
+    namespace = kube.namespace("queue-ops")
+    helm(kube, "install", RELEASE, str(REPO / "charts/nsq-operator"), "--namespace", namespace,
+         "--set", "logLevel=info", "--set", "intervals.status=5", "--set", "intervals.drift=10",
+         "--wait", "--timeout", "5m")
+    yield namespace
+    helm(kube, "uninstall", RELEASE, "--namespace", namespace, "--wait", "--timeout", "3m")
+    kube.run("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+def rbac_denials(log: str) -> list[str]:
+    """The apiserver's answer when RBAC refuses a request names the user; a 403 for a
+    namespace being deleted (events the operator posts as the scenario ends) does not."""
+    return [line for line in log.splitlines() if "is forbidden: User" in line]
+
+
+def operator_log(kube: Kube, namespace: str) -> str:
+    return kube.run("logs", "-n", namespace, f"deployment/{RELEASE}-nsq-operator", "--tail", "-1", check=False) or \
+        kube.run("logs", "-n", namespace, "-l", "app.kubernetes.io/name=nsq-operator", "--tail", "-1", check=False)
+
+
+def test_the_chart_runs_the_operator_under_its_own_service_account(kube: Kube, operator_namespace: str) -> None:
+    pods = kube.items("pods", operator_namespace)
+    assert len(pods) == 1
+    spec = pods[0]["spec"]
+    assert spec["serviceAccountName"] not in ("", "default")
+    assert pods[0]["status"]["phase"] == "Running"
+    log = wait_until("the operator to log its start", lambda: operator_log(kube, operator_namespace))
+    assert rbac_denials(log) == []
+
+
+@pytest.mark.timeout(1800)
+def test_rolling_upgrade_and_scale_down_under_load_lose_nothing(kube: Kube, operator_namespace: str,
+                                                               tmp_path: Path) -> None:
+    namespace = f"nsq-app-{operator_namespace.rsplit('-', 1)[1]}"
+    environment = {
+        **os.environ,
+        "KUBECONFIG": str(kube.kubeconfig),
+        "PATH": f"{Path(kube.binary).parent}:{os.environ['PATH']}" if "/" in kube.binary else os.environ["PATH"],
+        "NAMESPACE": namespace,
+        "OPERATOR_NAMESPACE": operator_namespace,
+        "RELEASE": RELEASE,
+        "IMAGE_REPOSITORY": ROLLOUT_IMAGE_REPOSITORY,
+        "IMAGE_TAG": "e2e-1",
+        "UPGRADE_TAG": "e2e-2",
+        "LOAD_RATE": "100",
+        "LOAD_WARMUP": "15",
+        "LOAD_COOLDOWN": "10",
+        "ARTIFACTS_DIR": str(tmp_path),
+    }
+    done = subprocess.run(["bash", str(REPO / "e2e/kind/scenario.sh")], capture_output=True, text=True,
+                          timeout=1500, env=environment)
+    print(done.stderr)
+    if done.returncode != 0:
+        subprocess.run(["bash", "-c", f"source {REPO}/e2e/kind/lib.sh; diagnose"], env=environment, timeout=120)
+    assert done.returncode == 0, done.stderr[-5000:]
+    results = [line for path in sorted(tmp_path.glob("load-*.log")) for line in path.read_text().splitlines()
+               if line.startswith("RESULT ")]
+    assert len(results) == 2, results
+    for result in results:
+        print(result)
+    assert rbac_denials(operator_log(kube, operator_namespace)) == []
