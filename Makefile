@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 BASE   := $(VENV)/.installed-base
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-newest acceptance install clean cluster cluster-down cluster-packages test-cluster
+.PHONY: demo test test-newest acceptance install clean cluster cluster-down cluster-packages cluster-demo test-cluster
 
 # The demo needs only the package; the tests add their tools, the PyPI clients and Spark.
 $(BASE): pyproject.toml
@@ -93,6 +93,11 @@ cluster: cluster-packages
 
 cluster-down:
 	$(CLUSTER)/down.sh
+
+# make demo's kind of proof on the running cluster: load from pods, a rolling upgrade and a
+# scale-down under it, published / acknowledged / delivered / lost counted.
+cluster-demo: $(STAMP)
+	HELM="$$($(PY) -c 'from tests.chart.helm import helm_binary; print(helm_binary())')" $(CLUSTER)/demo.sh
 
 # The tests that need the real cluster (tests/cluster), on one started for them and
 # stopped after; `make test` skips them where no cluster runs.
