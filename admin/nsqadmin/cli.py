@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import platform
 import signal
 import sys
 import tomllib
@@ -16,8 +15,8 @@ from typing import Any, Sequence
 
 from nsq_protocol.flags import FlagError, build_options, parse_command_line, usage
 from nsq_protocol.logfmt import NsqTextFormatter, level_number
+from nsq_protocol.version import nsq_program_version
 
-from . import __version__
 from .nsqadmin import NSQAdmin
 from .options import NsqadminOptions
 
@@ -26,7 +25,7 @@ DEPRECATED_FLAGS = {"verbose": True}  # accepted, no effect (use --log-level)
 
 
 def version_string() -> str:
-    return f"{PROGRAM} v{__version__} (built w/python{platform.python_version()})"
+    return nsq_program_version(PROGRAM)
 
 
 def make_logger(options: NsqadminOptions) -> logging.Logger:
@@ -48,10 +47,10 @@ def run(argv: Sequence[str]) -> int:
         cmdline = parse_command_line(argv, NsqadminOptions, DEPRECATED_FLAGS)
     except FlagError as e:
         print(e, file=sys.stderr)
-        print(usage(NsqadminOptions, PROGRAM), file=sys.stderr)
+        print(usage(NsqadminOptions, PROGRAM, config=True), file=sys.stderr)
         return 2
     if cmdline.show_help:
-        print(usage(NsqadminOptions, PROGRAM), file=sys.stderr)
+        print(usage(NsqadminOptions, PROGRAM, config=True), file=sys.stderr)
         return 0
     if cmdline.show_version:
         print(version_string())

@@ -1,2 +1,4 @@
 """nsqd: NSQ's broker, in Python."""
-__version__ = "1.3.0"
+# the NSQ version nsqd reports on the wire (IDENTIFY, /info, /stats, lookupd), not the
+# package's release: see nsq_protocol.version
+from nsq_protocol.version import NSQ_VERSION as __version__

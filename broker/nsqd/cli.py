@@ -3,20 +3,20 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import platform
 import signal
 import sys
 import tomllib
 from typing import Sequence
 
 from nsq_protocol.flags import FlagError, build_options, parse_command_line, unknown_config_keys, usage
+from nsq_protocol.version import nsq_program_version
 
-from . import __version__, logs
+from . import logs
 from .options import DEPRECATED_FLAGS, NsqdOptions
 
 
 def version_line() -> str:
-    return f"nsqd v{__version__} (built w/python{platform.python_version()})"
+    return nsq_program_version("nsqd")
 
 
 def load_options(argv: Sequence[str]) -> NsqdOptions | int:
@@ -24,7 +24,7 @@ def load_options(argv: Sequence[str]) -> NsqdOptions | int:
     try:
         cmdline = parse_command_line(argv, NsqdOptions, DEPRECATED_FLAGS)
         if cmdline.show_help:
-            print(usage(NsqdOptions, "nsqd"), file=sys.stderr)
+            print(usage(NsqdOptions, "nsqd", config=True), file=sys.stderr)
             return 0
         if cmdline.show_version:
             print(version_line())

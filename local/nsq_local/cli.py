@@ -19,6 +19,8 @@ from typing import Sequence
 
 from pydantic import ValidationError
 
+from nsq_protocol.version import own_program_version
+
 from .cluster import LocalCluster
 from .demo import run_demo
 from .options import ClusterOptions, DemoOptions, LoadOptions
@@ -42,6 +44,7 @@ def _flags(pairs: list[str]) -> dict[str, str]:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nsq-local", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=own_program_version("nsq-local"))
     sub = parser.add_subparsers(dest="command", required=True)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--nsqds", type=int, default=3, help="number of nsqds (default 3)")

@@ -1,2 +1,4 @@
 """nsqlookupd: NSQ's discovery service, in Python."""
-__version__ = "1.3.0"
+# the NSQ version nsqlookupd reports on the wire (/info), not the package's release:
+# see nsq_protocol.version
+from nsq_protocol.version import NSQ_VERSION as __version__

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import platform
 import signal
 import sys
 import tomllib
 from typing import Any, Callable, Sequence
 
 from nsq_protocol.flags import FlagError, build_options, parse_command_line, usage
+from nsq_protocol.version import nsq_program_version
 
-from . import __version__
 from .logs import make_logger
 from .nsqlookupd import NSQLookupd
 from .options import NsqlookupdOptions
@@ -25,7 +24,7 @@ DEPRECATED_FLAGS = {"verbose": True}  # accepted, no effect (use --log-level)
 
 
 def version_string() -> str:
-    return f"{PROGRAM} v{__version__} (built w/python{platform.python_version()})"
+    return nsq_program_version(PROGRAM)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -37,10 +36,10 @@ def run(argv: Sequence[str]) -> int:
         cmdline = parse_command_line(argv, NsqlookupdOptions, DEPRECATED_FLAGS)
     except FlagError as e:
         print(e, file=sys.stderr)
-        print(usage(NsqlookupdOptions, PROGRAM), file=sys.stderr)
+        print(usage(NsqlookupdOptions, PROGRAM, config=True), file=sys.stderr)
         return 2
     if cmdline.show_help:
-        print(usage(NsqlookupdOptions, PROGRAM), file=sys.stderr)
+        print(usage(NsqlookupdOptions, PROGRAM, config=True), file=sys.stderr)
         return 0
     if cmdline.show_version:
         print(version_string())

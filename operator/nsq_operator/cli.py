@@ -9,6 +9,8 @@ import sys
 
 import kopf
 
+from nsq_protocol.version import own_program_version
+
 from .constants import DEFAULT_IMAGE
 from . import metrics
 from .handlers import build_registry
@@ -18,6 +20,7 @@ from .runtime import Intervals, Runtime
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="nsq-operator", description="Runs NsqCluster, NsqTopic and NsqChannel objects.")
+    p.add_argument("--version", action="version", version=own_program_version("nsq-operator"))
     scope = p.add_mutually_exclusive_group()
     scope.add_argument("--namespace", "-n", action="append", default=[], help="watch this namespace (repeatable)")
     scope.add_argument("--all-namespaces", "-A", action="store_true", help="watch every namespace (the default)")

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Sequence
 
 from nsq_protocol.flags import parse_duration
+from nsq_protocol.version import own_program_version
 
 from .archive import ArchiveJob
 from .drain import DrainSignal
@@ -52,6 +53,7 @@ def _seconds(text: str) -> float:
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="nsq-spark", description="NSQ pipelines on Spark")
+    top.add_argument("--version", action="version", version=own_program_version("nsq-spark"))
     jobs = top.add_subparsers(dest="job", required=True)
     archive = jobs.add_parser("archive", help="write a topic/channel to Parquet partitioned by date/hour",
                               description="Consume a topic/channel into Parquet files partitioned by "

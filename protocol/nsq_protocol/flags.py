@@ -246,8 +246,13 @@ def unknown_config_keys(model: type[BaseModel], config: dict[str, Any]) -> list[
     return sorted(k for k in config if k not in model.model_fields)
 
 
-def usage(model: type[BaseModel], program: str) -> str:
+def usage(model: type[BaseModel], program: str, *, config: bool = False, version: bool = True) -> str:
+    """Go's ``-h``: every flag with its description and default; ``-config`` (the servers'
+    config file) and ``-version``, which parse_command_line takes itself, where Go's lists
+    them."""
     lines = [f"Usage of {program}:"]
+    if config:
+        lines += ["  -config string", "    \tpath to config file"]
     for name, info in model.model_fields.items():
         is_bool, is_list = _kind(info.annotation)
         kind = "" if is_bool else (" value" if is_list else " " + _type_word(model, name))
@@ -266,6 +271,8 @@ def usage(model: type[BaseModel], program: str) -> str:
             desc = f"{desc} (default {shown})".strip()
         if desc:
             lines.append(f"    \t{desc}")
+    if version:
+        lines += ["  -version", "    \tprint version string"]
     return "\n".join(lines)
 
 

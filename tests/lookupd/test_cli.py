@@ -24,7 +24,7 @@ def run(*args: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
 def test_version_prints_name_and_version() -> None:
     done = run("--version")
     assert done.returncode == 0
-    assert re.fullmatch(r"nsqlookupd v1\.3\.0 \(built w/python3\.\d+\.\d+\S*\)\n", done.stdout), done.stdout
+    assert re.fullmatch(r"nsqlookupd v1\.3\.0 \(nsq-operator v\S+, built w/python3\.\d+\.\d+\S*\)\n", done.stdout), done.stdout
 
 
 def test_help_lists_nsqs_flags() -> None:

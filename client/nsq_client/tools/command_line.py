@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import platform
 import sys
 from typing import Callable, Coroutine, Sequence, TypeVar
 
 from pydantic import BaseModel
 
 from nsq_protocol.flags import FlagError, build_options, parse_command_line, usage
+from nsq_protocol.version import nsq_program_version
 
 from ..version import __version__
 
@@ -27,7 +27,8 @@ RUN_ERROR = 1
 
 
 def version_line(program: str) -> str:
-    return f"{program} v{__version__} (nsq_client, built w/python{platform.python_version()})"
+    """Go's ``nsq_tail v1.3.0`` line, with the release and the Python in parentheses."""
+    return nsq_program_version(program)
 
 
 def user_agent(program: str) -> str:

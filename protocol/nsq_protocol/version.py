@@ -1,0 +1,56 @@
+"""The two versions every command names: this project's release and the NSQ release it
+speaks.
+
+The release is the package's version, written in one place (``pyproject.toml``) and read
+back from the installed distribution's metadata; the chart's ``version`` and
+``appVersion`` and the image tag equal it (tests/test_release.py and
+tests/chart/test_chart.py fail otherwise). ``NSQ_VERSION`` is the Go NSQ release whose
+protocols, flags, HTTP answers and on-disk formats nsqd, nsqlookupd and nsqadmin keep: it
+is what they report on the wire (IDENTIFY, ``/info``, ``/stats``, lookupd registrations),
+because NSQ clients and nsqadmin compare it to decide what a node supports.
+
+``--version`` of a program named as one of Go NSQ's (nsqd, nsqlookupd, nsqadmin,
+nsq_tail, nsq_stat, to_nsq) keeps Go's line, ``nsqd v1.3.0 (built w/go1.19.8)``, with the
+NSQ version first, so that scripts reading it as Go's see the NSQ release it is
+compatible with (the nsq-cluster gem, which nsq-ruby's and krakow's tests start nsqd
+through, takes a line beginning ``nsqd v0`` for a pre-1.0 nsqd and passes it
+``--worker-id``), and names the release inside the parentheses::
+
+    nsqd v1.3.0 (nsq-operator v0.1.0, built w/python3.11.9)
+
+The project's own commands (nsq-operator, nsq-local, nsq-spark) lead with the release::
+
+    nsq-operator v0.1.0 (NSQ v1.3.0, built w/python3.11.9)
+"""
+from __future__ import annotations
+
+import platform
+from importlib import metadata
+from typing import Final
+
+DISTRIBUTION: Final = "nsq-operator"
+NSQ_VERSION: Final = "1.3.0"
+
+
+def _release() -> str:
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:  # imported from a source tree that was never installed
+        return "0+unknown"
+
+
+RELEASE: Final = _release()
+
+
+def _python() -> str:
+    return f"python{platform.python_version()}"
+
+
+def nsq_program_version(program: str) -> str:
+    """``--version`` of a program Go NSQ also has: Go's line, the release in parentheses."""
+    return f"{program} v{NSQ_VERSION} ({DISTRIBUTION} v{RELEASE}, built w/{_python()})"
+
+
+def own_program_version(program: str) -> str:
+    """``--version`` of one of the project's own commands."""
+    return f"{program} v{RELEASE} (NSQ v{NSQ_VERSION}, built w/{_python()})"
