@@ -176,16 +176,22 @@ def test_an_example_cluster_the_operator_would_not_watch_is_refused(helm: Helm) 
 
 def test_one_version_names_the_release_everywhere() -> None:
     """The package version is the release: the chart's version and appVersion, the
-    operator's default image tag (which the chart's default image must be) and the
-    example manifests naming the release image all say it."""
+    operator's default image tag (which the chart's default image must be), every
+    command's --version (nsq_protocol.version, tests/release/test_versions.py), the image
+    the Dockerfile's comment builds and the example manifests naming the release image all
+    say it."""
+    import re
     import tomllib
     from importlib import metadata
 
     from nsq_operator.constants import IMAGE_REPOSITORY, OPERATOR_VERSION
+    from nsq_protocol.version import RELEASE
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text(encoding="utf-8"))
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     version = project["version"]
-    assert metadata.version("nsq-operator") == OPERATOR_VERSION == version, "reinstall the package"
+    assert metadata.version("nsq-operator") == OPERATOR_VERSION == RELEASE == version, "reinstall the package"
+    dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    assert set(re.findall(r"nsq-operator:(\d+\.\d+\.\d+\S*)", dockerfile)) <= {version}
     assert chart["version"] == version and chart["appVersion"] == version
     assert DEFAULT_IMAGE == f"{IMAGE_REPOSITORY}:{version}"
     registry = IMAGE_REPOSITORY.split("/", 1)[0]
