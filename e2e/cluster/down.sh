@@ -29,9 +29,10 @@ descendants() {
 
 # Every container runs under a shim of this cluster's containerd: kill the shims' trees.
 kill_containers() {
-  local shim pids=()
+  local shim pids=() tree
   for shim in $(pgrep -f "containerd-shim-runc-v2 .*-address ${CONTAINERD_SOCKET}"); do
-    pids+=("${shim}" $(descendants "${shim}"))
+    mapfile -t tree < <(descendants "${shim}")
+    pids+=("${shim}" "${tree[@]}")
   done
   (( ${#pids[@]} )) && kill -KILL "${pids[@]}" 2>/dev/null
   return 0
