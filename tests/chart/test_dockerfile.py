@@ -66,7 +66,8 @@ def test_the_build_copies_every_package_folder_and_only_the_context_holds_them()
     build, _ = build_and_final()
     where = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"]["find"]["where"]
     sources = copied_sources(build)
-    assert set(where) | {"pyproject.toml", "README.md"} == set(sources)
+    license_files = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["license-files"]
+    assert set(where) | {"pyproject.toml", "README.md", *license_files} == set(sources)
     files = context_files()
     for source in sources:
         assert any(f == source or f.startswith(source + "/") for f in files), f"{source} is not in the build context"
@@ -115,6 +116,9 @@ def test_the_build_stage_makes_a_wheel_with_the_three_commands(tmp_path: Path) -
         assert package in names
     scripts = {line.split("=")[0].strip() for line in entry_points.splitlines() if "=" in line}
     assert COMMANDS <= scripts
+    # the image's package carries the license (PEP 639: the file and the metadata naming it)
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    assert "License-Expression: MIT" in meta and "License-File: LICENSE" in meta
     always = [line for line in meta.splitlines() if line.startswith("Requires-Dist:") and "extra ==" not in line]
     assert always and not [line for line in always if any(n in line.lower() for n in ("pyspark", "pytest", "pyarrow"))]
 
