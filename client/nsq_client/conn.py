@@ -6,8 +6,9 @@ for a clean close (CLS -> CLOSE_WAIT -> every in-flight message answered -> clos
 When a write fails (nsqd closed, typically after a fatal error), answers nsqd sent before
 closing may still sit unread in the socket: the connection stops writing, reads them until
 EOF (at most ``LEFTOVER_READ_TIMEOUT``) and only then fails the commands nsqd never
-answered. Messages read in that phase are not handed over: they could not be FINed, and
-nsqd delivers them again."""
+answered. Under TLS they are decrypted with the session of asyncio's SSL transport
+(:class:`_TlsSession`); compression is undone above that, as for any read. Messages read
+in that phase are not handed over: they could not be FINed, and nsqd delivers them again."""
 from __future__ import annotations
 
 import asyncio
@@ -56,6 +57,47 @@ class _Reader(asyncio.StreamReader):
     def set_exception(self, exc: BaseException) -> None:
         self.lost = exc
         self.feed_eof()
+
+
+class _TlsSession:
+    """The TLS session of asyncio's SSL transport, to decrypt what is read from the spare
+    descriptor after the transport closed. Taken from private attributes (the same in
+    CPython 3.11 to 3.13: ``_SSLProtocolTransport._ssl_protocol``, and its ``_sslobj``,
+    ``_incoming`` and ``_transport``); :meth:`of` gives None where they are missing."""
+
+    _missing_logged = False
+
+    def __init__(self, sslobj: ssl.SSLObject, incoming: ssl.MemoryBIO,
+                 socket_transport: asyncio.WriteTransport) -> None:
+        self._sslobj = sslobj
+        self._incoming = incoming
+        self.socket_transport = socket_transport
+
+    @classmethod
+    def of(cls, transport: asyncio.BaseTransport) -> _TlsSession | None:
+        protocol = getattr(transport, "_ssl_protocol", None)
+        sslobj = getattr(protocol, "_sslobj", None)
+        incoming = getattr(protocol, "_incoming", None)
+        socket_transport = getattr(protocol, "_transport", None)
+        if (isinstance(sslobj, ssl.SSLObject) and isinstance(incoming, ssl.MemoryBIO)
+                and isinstance(socket_transport, asyncio.WriteTransport)):
+            return cls(sslobj, incoming, socket_transport)
+        if not cls._missing_logged:
+            cls._missing_logged = True
+            log.debug("asyncio's SSL transport has no _ssl_protocol._sslobj/_incoming/_transport here: "
+                      "under TLS, answers still unread when a write fails are lost")
+        return None
+
+    def feed(self, records: bytes) -> None:
+        self._incoming.write(records)
+
+    def decrypt(self) -> bytes:
+        """The plaintext the session holds (b"" when it needs more records); raises
+        ``ssl.SSLError`` once nsqd ended the session."""
+        try:
+            return self._sslobj.read(READ_CHUNK)
+        except ssl.SSLWantReadError:
+            return b""
 
 
 class ConnectionDelegate:
@@ -107,10 +149,12 @@ class Connection:
 
         self._reader: _Reader | None = None
         self._writer: asyncio.StreamWriter | None = None
-        self._transport: asyncio.WriteTransport | None = None  # the writer's, checked per message
+        # the socket's transport (under TLS, the one beneath the writer's), checked per message
+        self._transport: asyncio.WriteTransport | None = None
         # a second descriptor of the socket, to read it after the transport closed its own
-        # on a write error (plain TCP only: under TLS the bytes are records of its session)
+        # on a write error (under TLS, through the session in _tls)
         self._spare: socket.socket | None = None
+        self._tls: _TlsSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._write_error: BaseException | None = None
         self._leftover_deadline: float | None = None
@@ -218,10 +262,16 @@ class Connection:
         if self._frames.take_unparsed():
             raise IdentifyError(f"{self.address}: unexpected data before the TLS handshake")
         server_name = self.config.tls_server_name or self.host
-        self._close_spare()
         await self._writer.start_tls(client_context(self.config), server_hostname=server_name,
                                      ssl_handshake_timeout=self.config.read_timeout)
-        self._transport = self._writer.transport
+        self._tls = _TlsSession.of(self._writer.transport)
+        if self._tls is None:
+            self._close_spare()
+            self._transport = self._writer.transport
+        else:
+            # the SSL transport hears of a failed socket write one loop iteration later:
+            # the socket's own transport tells at once whether a write reached nsqd
+            self._transport = self._tls.socket_transport
         try:
             answer = await self._expect_response("TLS")
         except (ConnectionClosedError, ssl.SSLError, ConnectionResetError) as err:
@@ -270,10 +320,17 @@ class Connection:
         loop = self._loop or asyncio.get_running_loop()
         if self._leftover_deadline is None:
             self._leftover_deadline = loop.time() + LEFTOVER_READ_TIMEOUT
+        tls = self._tls
         try:
             async with asyncio.timeout_at(self._leftover_deadline):
-                data = await loop.sock_recv(self._spare, READ_CHUNK)
-        except (OSError, TimeoutError):
+                if tls is None:
+                    data = await loop.sock_recv(self._spare, READ_CHUNK)
+                else:
+                    while not (data := tls.decrypt()):
+                        if not (records := await loop.sock_recv(self._spare, READ_CHUNK)):
+                            break
+                        tls.feed(records)
+        except (OSError, TimeoutError):  # ssl.SSLError included: the session ended
             data = b""
         if not data:
             raise closed from failure
@@ -492,6 +549,7 @@ class Connection:
             return
         self._closed.set()
         self._close_reason = reason
+        self._transport = None  # under TLS the socket's transport closes only after the session
         self.rdy_count = 0
         closed = ConnectionClosedError(f"{self.address}: connection closed before nsqd answered"
                                        + (f" ({reason})" if reason else ""))

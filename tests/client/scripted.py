@@ -4,12 +4,15 @@ The stand-in runs in a thread with blocking sockets, so it can answer and then r
 connection while the client's event loop is held (a test blocking synchronously): the
 answers then sit unread in the client's socket when its next write fails, every time,
 with no timing involved. ``tcp_state`` and ``unread_bytes`` tell the test when that point
-is reached, without reading anything.
+is reached, without reading anything. With a server ``tls`` context it answers IDENTIFY
+as nsqd does when TLS is on (``tls_v1``), takes the handshake and speaks TLS from then on.
 """
 from __future__ import annotations
 
 import fcntl
+import json
 import socket
+import ssl
 import struct
 import termios
 import threading
@@ -93,12 +96,14 @@ class Peer:
 
 
 class ScriptedNsqd:
-    """Accepts one client, answers IDENTIFY with OK (no feature negotiation), then runs
-    ``script(peer)`` in its thread and stops listening: a reconnect is refused.
-    ``done`` is set once the script has returned; an error in it fails :meth:`wait_done`."""
+    """Accepts one client, answers IDENTIFY with OK (no feature negotiation; with ``tls``,
+    the settings enabling TLS, then OK over it), then runs ``script(peer)`` in its thread
+    and stops listening: a reconnect is refused. ``done`` is set once the script has
+    returned; an error in it fails :meth:`wait_done`."""
 
-    def __init__(self, script: Callable[[Peer], None]) -> None:
+    def __init__(self, script: Callable[[Peer], None], tls: ssl.SSLContext | None = None) -> None:
         self._script = script
+        self._tls = tls
         self._listener = socket.create_server((HOST, 0))
         self.address = f"{HOST}:{self._listener.getsockname()[1]}"
         self.done = threading.Event()
@@ -113,6 +118,9 @@ class ScriptedNsqd:
             self._listener.close()
             self._peer = peer = Peer(sock)
             peer.expect(b"IDENTIFY")
+            if self._tls is not None:
+                peer.send(encode_frame(FRAME_RESPONSE, json.dumps({"tls_v1": True}).encode()))
+                peer.sock = self._tls.wrap_socket(peer.sock, server_side=True)
             peer.send(OK_FRAME)
             self._script(peer)
         except BaseException as err:

@@ -90,8 +90,13 @@ async def test_commands_behind_a_fatal_error_are_failed_not_acknowledged(small_n
     """Issue 36: nsqd answers two PUBs, refuses the third (fatal: it closes) and resets
     the write that follows; the client's loop is held until that write has failed, so it
     reads every answer after the failure, and must still report the two as accepted."""
-    nsqd = small_nsqd
-    async with Producer(nsqd.tcp_address) as producer:
+    await check_commands_behind_a_fatal_error(small_nsqd, topic, Config())
+
+
+async def check_commands_behind_a_fatal_error(nsqd: Nsqd, topic: str, config: Config) -> None:
+    """The test above with ``config`` (TLS, compression: test_tls_and_compression.py), against
+    an nsqd refusing messages over 100 bytes."""
+    async with Producer(nsqd.tcp_address, config) as producer:
         await producer.connect()
         conn = producer._conn
         assert conn is not None

@@ -14,6 +14,7 @@ from tests.broker.certs import Pki, make_nonconforming_server, make_pki
 from tests.broker.tls_nsqd import TlsNsqd
 from tests.client.conftest import nsqd_starter
 from tests.client.helpers import channel_stats, eventually
+from tests.client.test_producer import check_commands_behind_a_fatal_error
 from tests.conftest import Servers
 from tests.reference import GoNsqdBinary
 from tests.servers import HOST, Nsqd, free_port
@@ -106,6 +107,25 @@ async def test_compression_without_tls(shared_nsqd: Nsqd, topic: str, compressio
     async with Producer(shared_nsqd.tcp_address, Config(**compression)) as producer:
         for start in range(0, 1000, 100):
             await producer.multi_publish(topic, [b"small %d" % i for i in range(start, start + 100)])
+
+
+@pytest.fixture(scope="module")
+def small_tls_nsqd(module_flavour: str, module_servers: Servers, pki: Pki) -> Nsqd:
+    """A TLS nsqd that refuses messages over 100 bytes."""
+    return nsqd_starter(module_servers, module_flavour)(**tls_flags(pki, max_msg_size=100))
+
+
+@pytest.mark.parametrize("compression", [{}, {"snappy": True}, {"deflate": True}])
+async def test_answers_unread_when_a_write_fails_are_decrypted_and_count(
+        module_flavour: str, small_tls_nsqd: Nsqd, pki: Pki, topic: str, compression: dict[str, Any]) -> None:
+    """Issue 36 over TLS (and compression on top of it): the answers left in the socket
+    when a write failed are records of the session, read and decrypted before closing.
+    Our nsqd is covered by the scripted one in test_conn_write_failure.py instead."""
+    if module_flavour == "ours":
+        pytest.skip("after a fatal error our nsqd ends TLS with close_notify and keeps the socket open "
+                    "until the client answers it (asyncio's ssl_shutdown_timeout, 30s), so no write fails")
+    config = Config(tls_v1=True, tls_root_ca_file=str(pki.ca), **compression)
+    await check_commands_behind_a_fatal_error(small_tls_nsqd, topic, config)
 
 
 class GoTlsNsqd(GoNsqdBinary, TlsNsqd):
