@@ -110,7 +110,7 @@ async def _create(operator: OperatorUnderTest) -> None:
     for channel in (OUR_CHANNEL, PYNSQ_CHANNEL):
         await operator.create("NsqChannel", f"{CLUSTER}-{channel}", {"cluster": CLUSTER, "topic": TOPIC,
                                                                     "channelName": channel})
-    await operator.ready("NsqCluster", CLUSTER, timeout=60)
+    await operator.ready("NsqCluster", CLUSTER, timeout=120)  # a TLS cluster on a loaded 2-core machine took over 60 s
     for channel in (OUR_CHANNEL, PYNSQ_CHANNEL):  # the operator reached every nsqd over HTTPS
         await operator.ready("NsqChannel", f"{CLUSTER}-{channel}", timeout=30)
     # this API server serves the Prometheus Operator's kinds: nsqd is scraped over HTTPS

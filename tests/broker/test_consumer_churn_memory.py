@@ -262,7 +262,10 @@ async def test_consumers_that_subscribe_and_leave_leave_nothing(server: NSQD) ->
     assert grown == {}, f"nsqd's objects after {consumers} more consumers came and went: {grown}"
     # a leak of one small object per consumer would be thousands here
     assert count_after - count_before < consumers // 20, (count_before, count_after)
-    assert size_after - size_before < 16 * consumers, (size_before, size_after)
+    # Tables keep the size of their peak, and how many messages were in flight at once
+    # depends on the machine's load (55 KB more was seen under two other test runs):
+    # bounded well below the ~2.5 KB per consumer the leak kept.
+    assert size_after - size_before < 64 * consumers, (size_before, size_after)
     windows = [ch.e2e_latency for ch in server.topics[TOPIC].channels.values()]
     assert windows and all(w is not None and 0 < len(w.weighted()) <= 2 * CAPACITY for w in windows)
 
