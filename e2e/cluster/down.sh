@@ -90,6 +90,20 @@ ip link delete "${BRIDGE}" 2>/dev/null
 ip addr delete "${NODE_IP}/32" dev lo 2>/dev/null
 remove_cgroups
 if [[ -d "${STATE_DIR}" ]]; then
-  find "${STATE_DIR}" -mindepth 1 -maxdepth 1 ! -name logs -exec rm -rf {} +
+  find "${STATE_DIR}" -mindepth 1 -maxdepth 1 ! -name 'logs*' -exec rm -rf {} +
 fi
-log "cluster stopped"
+
+# What `make cluster-down` promises, checked: exit 1 and name what is left otherwise.
+left=()
+mapfile -t processes < <(pgrep -af "${BIN_DIR}/|containerd-shim-runc-v2 .*${CONTAINERD_SOCKET}|local_volumes.py" | grep -v "^$$ ")
+(( ${#processes[@]} )) && left+=("processes: ${processes[*]}")
+findmnt -rn -o TARGET | grep -q "^${STATE_DIR}" && left+=("mounts under ${STATE_DIR}")
+for tool in iptables ip6tables; do
+  "${tool}-save" 2>/dev/null | grep -qE '(CNI|KUBE)-|nsq-operator-cluster' && left+=("${tool} rules")
+done
+ip link show "${BRIDGE}" >/dev/null 2>&1 && left+=("link ${BRIDGE}")
+ip addr show dev lo | grep -q " ${NODE_IP}/32 " && left+=("address ${NODE_IP}")
+if (( ${#left[@]} )); then
+  die "left behind: ${left[*]}"
+fi
+log "cluster stopped; nothing left behind"

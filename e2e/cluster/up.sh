@@ -220,7 +220,16 @@ preconditions() {
     [[ -x "${BIN_DIR}/${binary}" ]] || die "${binary} is not built: run e2e/cluster/build.sh"
   done
   running kube-apiserver && die "a cluster is already running (e2e/cluster/down.sh stops it)"
+  # A cluster whose processes were ended without down.sh (a machine's session ending) leaves
+  # its state, mounts and rules: clear them, so every start is a new cluster.
+  if [[ -d "${STATE_DIR}" ]] && find "${STATE_DIR}" -mindepth 1 -maxdepth 1 ! -name 'logs*' | grep -q .; then
+    log "clearing what an earlier cluster left"
+    "${CLUSTER_DIR}/down.sh"
+  fi
   started=$(date +%s)
+  if [[ -d "${LOG_DIR}" ]]; then  # the previous cluster's logs are kept once, beside
+    rm -rf "${LOG_DIR}.previous" && mv "${LOG_DIR}" "${LOG_DIR}.previous"
+  fi
   mkdir -p "${STATE_DIR}" "${RUN_DIR}" "${LOG_DIR}" "${PID_DIR}" "${VOLUMES_DIR}" "${CNI_CONF_DIR}"
 }
 
