@@ -15,9 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
+import ssl
 import sys
 import time
+import urllib.error
+import urllib.request
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -38,17 +40,30 @@ def quantity_bytes(quantity: str) -> Decimal:
 
 
 class Cluster:
-    def __init__(self, kubectl: str, kubeconfig: str) -> None:
-        self.command = [kubectl, "--kubeconfig", kubeconfig]
+    """The apiserver's REST API over HTTPS with a client certificate: three reads a pass,
+    without a kubectl process each (which cost a third of a core at two passes a second)."""
 
-    def run(self, *args: str, stdin: str | None = None) -> str:
-        done = subprocess.run([*self.command, *args], input=stdin, capture_output=True, text=True, timeout=60)
-        if done.returncode != 0:
-            raise RuntimeError(f"kubectl {' '.join(args[:3])}: {done.stderr.strip()}")
-        return done.stdout
+    def __init__(self, server: str, ca: str, cert: str, key: str) -> None:
+        self.server = server.rstrip("/")
+        self.context = ssl.create_default_context(cafile=ca)
+        self.context.load_cert_chain(cert, key)
 
-    def items(self, *args: str) -> list[dict[str, Any]]:
-        return json.loads(self.run("get", *args, "-o", "json"))["items"]
+    def request(self, method: str, path: str, body: dict[str, Any] | None = None,
+                content_type: str = "application/json") -> dict[str, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.server + path, data=data, method=method,
+                                         headers={"Content-Type": content_type, "Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(request, context=self.context, timeout=30) as answer:
+                return json.loads(answer.read() or b"{}")
+        except urllib.error.HTTPError as error:
+            raise RuntimeError(f"{method} {path}: {error.code} {error.read()[:300]!r}") from error
+
+    def items(self, path: str) -> list[dict[str, Any]]:
+        return self.request("GET", path)["items"]
+
+    def merge_patch(self, path: str, body: dict[str, Any]) -> None:
+        self.request("PATCH", path, body, "application/merge-patch+json")
 
 
 def provision(cluster: Cluster, root: Path, claim: dict[str, Any], reclaim_policy: str) -> None:
@@ -71,42 +86,41 @@ def provision(cluster: Cluster, root: Path, claim: dict[str, Any], reclaim_polic
             "claimRef": {"namespace": meta["namespace"], "name": meta["name"], "uid": meta["uid"]},
         },
     }
-    cluster.run("create", "-f", "-", stdin=json.dumps(volume))
+    cluster.request("POST", "/api/v1/persistentvolumes", volume)
     print(f"provisioned {name} for {meta['namespace']}/{meta['name']}", flush=True)
 
 
 def grow(cluster: Cluster, claim: dict[str, Any], requested: str) -> None:
     meta = claim["metadata"]
     volume = claim["spec"]["volumeName"]
-    cluster.run("patch", "pv", volume, "--type", "merge", "-p",
-                json.dumps({"spec": {"capacity": {"storage": requested}}}))
+    cluster.merge_patch(f"/api/v1/persistentvolumes/{volume}", {"spec": {"capacity": {"storage": requested}}})
     status = {
         "capacity": {"storage": requested},
         "allocatedResources": {"storage": requested},
         "allocatedResourceStatuses": None,
         "conditions": None,
     }
-    cluster.run("patch", "pvc", meta["name"], "-n", meta["namespace"], "--subresource", "status",
-                "--type", "merge", "-p", json.dumps({"status": status}))
+    cluster.merge_patch(f"/api/v1/namespaces/{meta['namespace']}/persistentvolumeclaims/{meta['name']}/status",
+                        {"status": status})
     print(f"grew {volume} ({meta['namespace']}/{meta['name']}) to {requested}", flush=True)
 
 
 def reclaim(cluster: Cluster, root: Path, volume: dict[str, Any]) -> None:
     name = volume["metadata"]["name"]
     shutil.rmtree(root / name, ignore_errors=True)
-    cluster.run("delete", "pv", name, "--wait=false")
+    cluster.request("DELETE", f"/api/v1/persistentvolumes/{name}")
     print(f"deleted {name}", flush=True)
 
 
 def one_pass(cluster: Cluster, root: Path) -> None:
     classes = {
         item["metadata"]["name"]: item.get("reclaimPolicy", "Delete")
-        for item in cluster.items("storageclass")
+        for item in cluster.items("/apis/storage.k8s.io/v1/storageclasses")
         if item.get("provisioner") == PROVISIONER
     }
-    volumes = cluster.items("pv")
+    volumes = cluster.items("/api/v1/persistentvolumes")
     volume_names = {item["metadata"]["name"] for item in volumes}
-    for claim in cluster.items("pvc", "--all-namespaces"):
+    for claim in cluster.items("/api/v1/persistentvolumeclaims"):
         meta, spec, status = claim["metadata"], claim["spec"], claim.get("status", {})
         if spec.get("storageClassName") not in classes or meta.get("deletionTimestamp"):
             continue
@@ -127,16 +141,18 @@ def one_pass(cluster: Cluster, root: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kubectl", required=True)
-    parser.add_argument("--kubeconfig", required=True)
+    parser.add_argument("--server", required=True, help="the apiserver's URL")
+    parser.add_argument("--ca", required=True, help="the CA certificate that signed the apiserver's")
+    parser.add_argument("--cert", required=True, help="the client certificate")
+    parser.add_argument("--key", required=True, help="the client certificate's key")
     parser.add_argument("--root", type=Path, required=True)
     parser.add_argument("--interval", type=float, default=0.5)
     args = parser.parse_args()
-    cluster = Cluster(args.kubectl, args.kubeconfig)
+    cluster = Cluster(args.server, args.ca, args.cert, args.key)
     while True:
         try:
             one_pass(cluster, args.root)
-        except (RuntimeError, subprocess.TimeoutExpired, KeyError, ValueError) as error:
+        except (RuntimeError, OSError, KeyError, ValueError) as error:
             print(f"pass failed, retrying: {error}", file=sys.stderr, flush=True)
         time.sleep(args.interval)
 

@@ -205,8 +205,9 @@ start_addons() {
     -e "s|__CLUSTER_DOMAIN__|${CLUSTER_DOMAIN}|" "${CLUSTER_DIR}/addons/coredns.yaml" \
     | kubectl_admin apply -f - >/dev/null
   kubectl_admin apply -f "${CLUSTER_DIR}/addons/storage.yaml" >/dev/null
-  start local-volumes python3 "${CLUSTER_DIR}/local_volumes.py" \
-    --kubectl "${BIN_DIR}/kubectl" --kubeconfig "${STATE_DIR}/local-volumes.kubeconfig" --root "${VOLUMES_DIR}"
+  start local-volumes python3 "${CLUSTER_DIR}/local_volumes.py" --server "${APISERVER_URL}" \
+    --ca "${PKI_DIR}/ca.crt" --cert "${PKI_DIR}/local-volumes.crt" --key "${PKI_DIR}/local-volumes.key" \
+    --root "${VOLUMES_DIR}"
 }
 
 dns_ready() {
