@@ -432,7 +432,6 @@ GHOSTS = ("Defect: with watchNamespaces, deleting a watched namespace right afte
           "hundreds of requests a minute that never stop until the operator restarts")
 
 
-@pytest.mark.xfail(strict=True, reason=GHOSTS)
 @pytest.mark.timeout(600)
 def test_a_deleted_watched_namespace_leaves_no_ghost_behind(kube: Kube, operator: Operator) -> None:
     """Deleting the NsqClusters and then the namespace the operator watches (by a

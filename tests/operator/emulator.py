@@ -125,6 +125,8 @@ def _invalid(message: str) -> kmock.KubernetesError:
 class KubeEmulator(kmock.KubernetesEmulator):
     rejections_file: Path | None = None  # every write refused as invalid, one JSON line each
     forbidden_file: Path | None = None  # plurals whose creation a test forbids (RBAC says no), one a line
+    # namespaces whose RoleBinding a test took away: everything in them is 403 but to the admin, one a line
+    forbidden_namespaces_file: Path | None = None
     tokens_file: Path | None = None  # bearer tokens accepted besides ADMIN_TOKEN, one a line; absent: no auth
     _versions: Any = attrs.field(factory=lambda: itertools.count(1), init=False)
     # namespaces labelled pod-security.kubernetes.io/enforce=restricted
@@ -165,6 +167,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
             return aiohttp.web.json_response(self.served)
         self._authenticate(request)
         self._count(request)
+        self._authorize(request)
         if request.resource is not None and request.resource.plural == "pods" and request.subresource == "eviction":
             return await self._evict(request)
         collect = None
@@ -238,6 +241,19 @@ class KubeEmulator(kmock.KubernetesEmulator):
         scheme, _, token = _header(request, "authorization").partition(" ")
         if scheme != "Bearer" or token not in accepted:
             raise kmock.KubernetesError(status=401, reason="Unauthorized", message="Unauthorized")
+
+    def _authorize(self, request: Any) -> None:
+        """403 for all but the admin in a namespace whose RoleBinding is gone."""
+        if self.forbidden_namespaces_file is None or not self.forbidden_namespaces_file.exists():
+            return
+        if request.namespace not in set(self.forbidden_namespaces_file.read_text(encoding="utf-8").split()):
+            return
+        if _header(request, "authorization") == ADMIN["Authorization"]:
+            return
+        what = request.resource.plural if request.resource is not None else request.url.path
+        raise kmock.KubernetesError(status=403, reason="Forbidden",
+                                    message=f'{what} is forbidden: cannot {request.method} resource "{what}" '
+                                            f'in the namespace "{request.namespace}"')
 
     def _forbidden(self) -> set[str]:
         if self.forbidden_file is None or not self.forbidden_file.exists():

@@ -29,6 +29,7 @@ FAST = Intervals(cluster_status=1.0, topology=1.0, retry=0.5, http_timeout=3.0, 
 PLURALS = {"NsqCluster": "nsqclusters", "NsqTopic": "nsqtopics", "NsqChannel": "nsqchannels"}
 REJECTIONS = "apiserver-rejections.jsonl"
 FORBIDDEN = "forbidden-creates"
+FORBIDDEN_NAMESPACES = "forbidden-namespaces"
 STATUS_RACE = "status-race"
 TOKEN = "serviceaccount-token"  # the operator's token: what it logs in with, what the apiserver accepts
 
@@ -40,6 +41,7 @@ def _backstage_main(root: str, namespace: str, pipe: Connection, restricted: boo
         async with KubeEmulator(restricted_namespaces=frozenset({namespace} if restricted else set()),
                                 extra_apis=extra_apis,
                                 rejections_file=Path(root) / REJECTIONS, forbidden_file=Path(root) / FORBIDDEN,
+                                forbidden_namespaces_file=Path(root) / FORBIDDEN_NAMESPACES,
                                 status_race_file=Path(root) / STATUS_RACE,
                                 tokens_file=Path(root) / TOKEN) as emulator, kmock.Server(emulator) as server:
             kubelet = FakeKubelet(str(server.url), namespace, Path(root))
@@ -94,6 +96,11 @@ class Backstage:
     def forbid_creating(self, *plurals: str) -> None:
         """From now on the apiserver answers 403 to creating these (none: allow all again)."""
         (self.root / FORBIDDEN).write_text("\n".join(plurals), encoding="utf-8")
+
+    def forbid_namespaces(self, *namespaces: str) -> None:
+        """From now on the apiserver answers 403 to the operator (all but the admin) in these
+        namespaces, as when their RoleBinding went (none: allow all again)."""
+        (self.root / FORBIDDEN_NAMESPACES).write_text("\n".join(namespaces), encoding="utf-8")
 
     def race_status(self, *statefulsets: str) -> None:
         """The next write to each of these StatefulSets meets a status write of its controller

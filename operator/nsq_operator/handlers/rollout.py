@@ -11,6 +11,7 @@ from ..reconcile.cluster import parse
 from ..rollout.roller import Blocked, roll, settled
 from ..runtime import runtime_of
 from ..status.errors import BadSpec
+from .unguarded import Gone
 
 
 async def cluster_rollout(body: Any, memo: Any, **_: Any) -> None:
@@ -25,7 +26,9 @@ async def cluster_rollout(body: Any, memo: Any, **_: Any) -> None:
     # read afresh: kopf's copy may not show the rollout status this timer wrote a tick ago
     meta = body["metadata"]
     body = await rt.kube.get("NsqCluster", meta["namespace"], meta["name"])
-    if body is None or is_paused(body) or body["metadata"].get("deletionTimestamp"):
+    if body is None:
+        raise Gone("reading it answers 404")  # a deletion kopf's watch did not tell of
+    if is_paused(body) or body["metadata"].get("deletionTimestamp"):
         return
     try:
         cluster = parse(body, rt.default_image, rt.operator_pod)

@@ -2,10 +2,11 @@
 so the operator has one login path and one event loop."""
 from __future__ import annotations
 
+import contextvars
 import json
 import ssl
 from importlib import metadata
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 import aiohttp
 import kopf
@@ -21,6 +22,12 @@ FIELD_MANAGER = MANAGED_BY  # every write is made under this name: the fields it
 TOO_MANY_REQUESTS = 429  # an eviction its PodDisruptionBudget does not allow now
 CONFLICT = 409  # a write naming a resourceVersion the object has moved on from
 INVALID = 422  # ... or a JSON patch whose test fails
+
+
+# Called before a 403 is raised: a timer's pass sets it to ask whether its own object is still
+# there for the operator (handlers.unguarded), which ends the pass when it is not.
+ON_FORBIDDEN: contextvars.ContextVar[Callable[[], Awaitable[None]] | None] = \
+    contextvars.ContextVar("on_forbidden", default=None)
 
 
 class KubeApiError(Exception):
@@ -106,6 +113,8 @@ class KubeApi:
                     continue
                 if response.status == 404:
                     return None
+                if response.status == 403 and (check := ON_FORBIDDEN.get()) is not None:
+                    await check()
                 if response.status >= 400:
                     raise KubeApiError(response.status, method, url, text)
                 return await response.json(content_type=None) if text else {}
