@@ -4,25 +4,34 @@ failed instead when NSQ_REQUIRE_CLUSTER=1 (CI, which starts one)."""
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from typing import Iterator
 
 import pytest
 
-from tests.cluster.kube import Kube, cluster_kubeconfig
+from tests.cluster.kube import Kube, KubectlError, cluster_kubeconfig
 
 
 @pytest.fixture(scope="session")
 def kube() -> Kube:
     kubeconfig = cluster_kubeconfig()
-    if kubeconfig is None:
-        message = "no cluster: `make cluster` starts one (e2e/cluster/README.md)"
+    client = Kube(kubeconfig) if kubeconfig is not None else None
+    if client is None or not _answers(client):
+        # A kubeconfig left by a cluster whose processes were ended (a session's end) is no cluster.
+        message = f"no cluster answers{f' at {kubeconfig}' if kubeconfig else ''}: `make cluster` starts one"
         if os.environ.get("NSQ_REQUIRE_CLUSTER") == "1":
             pytest.fail(message)
         pytest.skip(message)
-    client = Kube(kubeconfig)
-    client.run("get", "--raw", "/readyz")
     return client
+
+
+def _answers(client: Kube) -> bool:
+    try:
+        client.run("get", "--raw", "/readyz", "--request-timeout", "5s", timeout=15)
+    except (KubectlError, subprocess.TimeoutExpired):
+        return False
+    return True
 
 
 @pytest.fixture
