@@ -50,6 +50,16 @@ class Kube:
             raise KubectlError(list(args), done.stderr)
         return done.stdout
 
+    def helm(self, *args: str, timeout: float = 600) -> str:
+        """helm (the tests' offline one) against this cluster; fails the test on an error."""
+        from tests.chart.helm import helm_binary
+
+        environment = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        done = subprocess.run([helm_binary(), *args], capture_output=True, text=True, timeout=timeout,
+                              env=environment)
+        assert done.returncode == 0, f"helm {' '.join(args)}: {done.stderr}"
+        return done.stdout
+
     def apply(self, manifests: list[dict[str, Any]] | dict[str, Any], *extra: str) -> str:
         documents = manifests if isinstance(manifests, list) else [manifests]
         return self.run("apply", *extra, "-f", "-", stdin=yaml.safe_dump_all(documents))

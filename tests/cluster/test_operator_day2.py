@@ -40,7 +40,6 @@ from typing import Any, Iterator
 import pytest
 
 from nsq_operator.builders.limits import MAX_CLUSTER_NAME
-from tests.chart.helm import helm_binary
 from tests.cluster.kube import REPO, Kube, KubectlError, pod, project_image, restricted_container, wait_until
 
 pytestmark = pytest.mark.real_cluster
@@ -53,19 +52,12 @@ APP_NAMESPACES = ("restricted", "storage", "crash", "names", "gone", "token")
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
-def helm(kube: Kube, *args: str, timeout: float = 600) -> str:
-    environment = {**os.environ, "KUBECONFIG": str(kube.kubeconfig)}
-    done = subprocess.run([helm_binary(), *args], capture_output=True, text=True, timeout=timeout, env=environment)
-    assert done.returncode == 0, f"helm {' '.join(args)}: {done.stderr}"
-    return done.stdout
-
-
 def fullname(release: str) -> str:
     return f"{release}-nsq-operator"
 
 
 def install(kube: Kube, release: str, namespace: str, watched: list[str], *extra: str) -> None:
-    helm(kube, "install", release, str(REPO / "charts/nsq-operator"), "--namespace", namespace,
+    kube.helm("install", release, str(REPO / "charts/nsq-operator"), "--namespace", namespace,
          "--set-json", f"watchNamespaces={json.dumps(watched)}",
          "--set", "logLevel=info", "--set", "intervals.status=5", "--set", "intervals.drift=10",
          *extra, "--wait", "--timeout", "5m")
@@ -476,7 +468,7 @@ def test_helm_upgrade_and_uninstall_leave_nothing_terminating(kube: Kube, operat
         wait_until("the topic on the nsqd", lambda: "orders" in nsqd_topics(kube, app, "nsq-nsqd-0"), timeout=120)
         assert kube.get("nsqcluster", "nsq", app)["metadata"].get("finalizers") in (None, [])
 
-        helm(kube, "upgrade", release, str(REPO / "charts/nsq-operator"), "--namespace", ops, "--reuse-values",
+        kube.helm("upgrade", release, str(REPO / "charts/nsq-operator"), "--namespace", ops, "--reuse-values",
              "--set", "intervals.status=7", "--wait", "--timeout", "5m")
         args = kube.get("deployment", deployment, ops)["spec"]["template"]["spec"]["containers"][0]["args"]
         assert "--status-interval=7" in args and f"--namespace={app}" in args
@@ -496,9 +488,9 @@ def test_helm_upgrade_and_uninstall_leave_nothing_terminating(kube: Kube, operat
         assert kube.items("nsqclusters,nsqtopics,nsqchannels", app) == []
         wait_until("the cluster's pods to go", lambda: pods_of(kube, app, "nsq") == [], timeout=180, every=2)
 
-        helm(kube, "uninstall", release, "--namespace", ops, "--wait", "--timeout", "3m")
+        kube.helm("uninstall", release, "--namespace", ops, "--wait", "--timeout", "3m")
         installed = False
-        assert release not in helm(kube, "list", "--namespace", ops, "-q").split()
+        assert release not in kube.helm("list", "--namespace", ops, "-q").split()
         gone = time.monotonic()
         wait_until("the operator pod to go", lambda: kube.items("pods", ops) == [], timeout=120, every=1)
         print(f"the operator pod went {time.monotonic() - gone:.1f}s after `helm uninstall --wait` returned")

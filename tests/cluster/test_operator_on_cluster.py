@@ -14,19 +14,11 @@ from typing import Iterator
 
 import pytest
 
-from tests.chart.helm import helm_binary
 from tests.cluster.kube import REPO, Kube, wait_until
 
 pytestmark = pytest.mark.real_cluster
 RELEASE = "queue"
 ROLLOUT_IMAGE_REPOSITORY = "localhost/nsq-operator"  # e2e/cluster/up.sh names the image e2e-1 and e2e-2 too
-
-
-def helm(kube: Kube, *args: str, timeout: float = 600) -> str:
-    environment = {**os.environ, "KUBECONFIG": str(kube.kubeconfig)}
-    done = subprocess.run([helm_binary(), *args], capture_output=True, text=True, timeout=timeout, env=environment)
-    assert done.returncode == 0, f"helm {' '.join(args)}: {done.stderr}"
-    return done.stdout
 
 
 @pytest.fixture(scope="module")
@@ -42,11 +34,11 @@ def operator_namespace(kube: Kube, app_namespace: str) -> Iterator[str]:
     for crd in ("nsqclusters", "nsqtopics", "nsqchannels"):
         kube.run("wait", "--for", "condition=Established", "--timeout", "60s", f"crd/{crd}.nsq.dev")
     namespace = kube.namespace("queue-ops")
-    helm(kube, "install", RELEASE, str(REPO / "charts/nsq-operator"), "--namespace", namespace,
+    kube.helm("install", RELEASE, str(REPO / "charts/nsq-operator"), "--namespace", namespace,
          "--set", "logLevel=info", "--set", "intervals.status=5", "--set", "intervals.drift=10",
          "--set", f"watchNamespaces={{{app_namespace}}}", "--wait", "--timeout", "5m")
     yield namespace
-    helm(kube, "uninstall", RELEASE, "--namespace", namespace, "--wait", "--timeout", "3m")
+    kube.helm("uninstall", RELEASE, "--namespace", namespace, "--wait", "--timeout", "3m")
     kube.run("delete", "namespace", namespace, "--wait=false", check=False)
 
 
