@@ -40,6 +40,7 @@ from typing import Any, Iterator
 import pytest
 
 from nsq_operator.builders.limits import MAX_CLUSTER_NAME
+from tests.chart.helm import helm_binary
 from tests.cluster.kube import REPO, Kube, KubectlError, pod, project_image, restricted_container, wait_until
 
 pytestmark = pytest.mark.real_cluster
