@@ -81,7 +81,7 @@ acceptance: $(STAMP)
 # packages (e2e/cluster/README.md): the first run builds for a while, later ones start in
 # about a minute. Its last line is the `export KUBECONFIG=...` that reaches it. Needs root.
 CLUSTER := e2e/cluster
-CLUSTER_PACKAGES := debootstrap buildah containernetworking-plugins iptables conntrack libseccomp-dev pkg-config
+CLUSTER_PACKAGES := debootstrap buildah containernetworking-plugins iptables ipset conntrack libseccomp-dev pkg-config
 cluster-packages:
 	@dpkg -s $(CLUSTER_PACKAGES) >/dev/null 2>&1 || { apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(CLUSTER_PACKAGES) >/dev/null; }

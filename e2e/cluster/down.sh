@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Stops the one-node cluster and removes what it left on the machine: its processes and
-# every container, its mounts and network namespaces, its iptables rules and chains, its
-# links, its cgroups and its state (the logs stay in ${LOG_DIR} until the next start).
+# every container, its mounts and network namespaces, its iptables rules, chains and
+# ipsets, its links, its cgroups and its state (the logs stay in ${LOG_DIR} until the next
+# start).
 set -uo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -66,6 +67,15 @@ remove_iptables() {
   return 0
 }
 
+# kube-router's sets (its chains are KUBE-*, removed above), once no rule refers to them.
+remove_ipsets() {
+  command -v ipset >/dev/null || return 0
+  ipset list -n 2>/dev/null | grep -E '^(KUBE-|kube-router)' | while read -r set; do
+    ipset destroy "${set}" 2>/dev/null
+  done
+  return 0
+}
+
 remove_cgroups() {
   local controller
   for controller in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/unified/kubepods /sys/fs/cgroup/kubepods; do
@@ -86,6 +96,7 @@ stop kube-apiserver
 stop etcd
 unmount_all
 remove_iptables
+remove_ipsets
 ip link delete "${BRIDGE}" 2>/dev/null
 ip addr delete "${NODE_IP}/32" dev lo 2>/dev/null
 remove_cgroups
@@ -101,6 +112,7 @@ findmnt -rn -o TARGET | grep -q "^${STATE_DIR}" && left+=("mounts under ${STATE_
 for tool in iptables ip6tables; do
   "${tool}-save" 2>/dev/null | grep -qE '(CNI|KUBE)-|nsq-operator-cluster' && left+=("${tool} rules")
 done
+ipset list -n 2>/dev/null | grep -qE '^(KUBE-|kube-router)' && left+=("kube-router's ipsets")
 ip link show "${BRIDGE}" >/dev/null 2>&1 && left+=("link ${BRIDGE}")
 ip addr show dev lo | grep -q " ${NODE_IP}/32 " && left+=("address ${NODE_IP}")
 if (( ${#left[@]} )); then

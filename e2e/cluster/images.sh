@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Makes the images the one-node cluster runs, with no registry: the pause image compiled
 # from Kubernetes' build/pause/linux/pause.c, CoreDNS FROM scratch, a Debian base with
-# Python from debootstrap, and the project's image from its own Dockerfile on that base
-# (buildah, from Debian's packages). Writes archives to ${IMAGE_DIR}; the base images are
-# cached by version, the project's image by the content of what its Dockerfile copies.
+# Python from debootstrap, and on that base (buildah, from Debian's packages) kube-router
+# and the project's image from its own Dockerfile. Writes archives to ${IMAGE_DIR}; the
+# base images are cached by version, the project's image by the content of what its
+# Dockerfile copies.
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -61,6 +62,38 @@ python_base_image() {
   rm -rf "${rootfs}"
 }
 
+# buildah builds FROM the Debian base by its name: load it from its archive once.
+buildah_has_base() {
+  buildah images --quiet "${PYTHON_BASE_IMAGE}" >/dev/null 2>&1 && return
+  buildah pull --quiet "oci-archive:${IMAGE_DIR}/debian-python-${DEBIAN_SUITE}.tar" >/dev/null
+  buildah tag "$(buildah images --quiet --filter "reference=*${PYTHON_BASE_IMAGE##*/}" | head -1)" \
+    "${PYTHON_BASE_IMAGE}" 2>/dev/null || true
+}
+
+# kube-router built from its module like the cluster's programs (but here, so that its
+# version is not part of their cache key), on the Debian base with the iptables and ipset
+# it runs.
+kube_router_image() {
+  local out="${IMAGE_DIR}/kube-router-${KUBE_ROUTER_VERSION}.tar" work
+  [[ -s "${out}" ]] && return
+  log "building kube-router ${KUBE_ROUTER_VERSION}"
+  work="$(mktemp -d)"
+  (
+    cd "${work}"
+    export GOFLAGS="-mod=mod -trimpath" CGO_ENABLED=0 GOTOOLCHAIN=local
+    printf 'module nsq-operator.local/cluster/kube-router\n\ngo 1.24.0\n' >go.mod
+    go mod edit -require="github.com/cloudnativelabs/kube-router/v2@${KUBE_ROUTER_VERSION}"
+    go build -ldflags "-s -w" -o kube-router github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
+  )
+  buildah_has_base
+  buildah bud --quiet --layers=false --network host --pull-never \
+    --build-arg "BASE_IMAGE=${PYTHON_BASE_IMAGE}" --tag "${KUBE_ROUTER_IMAGE}" \
+    --file "${CLUSTER_DIR}/addons/kube-router.Containerfile" "${work}" >/dev/null
+  buildah push --quiet "${KUBE_ROUTER_IMAGE}" "docker-archive:${out}.partial:${KUBE_ROUTER_IMAGE}"
+  mv "${out}.partial" "${out}"
+  rm -rf "${work}"
+}
+
 # The hash of everything the Dockerfile copies: a changed source file makes a new image.
 project_source_key() {
   (cd "${REPO_DIR}" && git ls-files -s Dockerfile pyproject.toml README.md protocol broker lookupd \
@@ -75,11 +108,7 @@ project_image() {
   name="$(project_image_name)"
   if [[ ! -s "${out}" ]]; then
     log "building the project's image from its Dockerfile (${key})"
-    if ! buildah images --quiet "${PYTHON_BASE_IMAGE}" >/dev/null 2>&1; then
-      buildah pull --quiet "oci-archive:${IMAGE_DIR}/debian-python-${DEBIAN_SUITE}.tar" >/dev/null
-      buildah tag "$(buildah images --quiet --filter "reference=*${PYTHON_BASE_IMAGE##*/}" | head -1)" \
-        "${PYTHON_BASE_IMAGE}" 2>/dev/null || true
-    fi
+    buildah_has_base
     buildah bud --quiet --layers=false --network host --pull-never \
       --build-arg "PYTHON_IMAGE=${PYTHON_BASE_IMAGE}" --tag "${name}" \
       --file "${REPO_DIR}/Dockerfile" "${REPO_DIR}" >/dev/null
@@ -103,6 +132,7 @@ if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
   pause_image
   coredns_image
   python_base_image
+  kube_router_image
   project_image
   log "images ready in ${IMAGE_DIR} ($(( $(date +%s) - started ))s)"
 fi

@@ -130,7 +130,7 @@ import_images() {
   # ctr warns on every call that cgroup v1 is deprecated: its chatter goes to the log.
   ctr() { "${BIN_DIR}/ctr" --address "${CONTAINERD_SOCKET}" -n k8s.io "$@" 2>>"${LOG_DIR}/images.log"; }
   for archive in "${IMAGE_DIR}/pause-${PAUSE_IMAGE##*:}.tar" "${IMAGE_DIR}/coredns-${COREDNS_VERSION}.tar" \
-    "${IMAGE_DIR}/nsq-operator-current.tar"; do
+    "${IMAGE_DIR}/kube-router-${KUBE_ROUTER_VERSION}.tar" "${IMAGE_DIR}/nsq-operator-current.tar"; do
     [[ -s "${archive}" ]] || die "missing image archive ${archive}: run e2e/cluster/images.sh"
     ctr images import "${archive}" >>"${LOG_DIR}/images.log"
   done
@@ -204,6 +204,8 @@ start_addons() {
   sed -e "s|__COREDNS_IMAGE__|${COREDNS_IMAGE}|" -e "s|__DNS_SERVICE_IP__|${DNS_SERVICE_IP}|" \
     -e "s|__CLUSTER_DOMAIN__|${CLUSTER_DOMAIN}|" "${CLUSTER_DIR}/addons/coredns.yaml" \
     | kubectl_admin apply -f - >/dev/null
+  sed -e "s|__KUBE_ROUTER_IMAGE__|${KUBE_ROUTER_IMAGE}|" "${CLUSTER_DIR}/addons/kube-router.yaml" \
+    | kubectl_admin apply -f - >/dev/null
   kubectl_admin apply -f "${CLUSTER_DIR}/addons/storage.yaml" >/dev/null
   start local-volumes python3 "${CLUSTER_DIR}/local_volumes.py" --server "${APISERVER_URL}" \
     --ca "${PKI_DIR}/ca.crt" --cert "${PKI_DIR}/local-volumes.crt" --key "${PKI_DIR}/local-volumes.key" \
@@ -212,6 +214,10 @@ start_addons() {
 
 dns_ready() {
   [[ "$(kubectl_admin -n kube-system get deployment coredns -o jsonpath='{.status.readyReplicas}')" == 1 ]]
+}
+
+policies_enforced() {
+  [[ "$(kubectl_admin -n kube-system get daemonset kube-router -o jsonpath='{.status.numberReady}')" == 1 ]]
 }
 
 preconditions() {
@@ -249,6 +255,7 @@ main() {
   wait_for 120 "node ${NODE_NAME} Ready" node_ready
   start_addons
   wait_for 120 CoreDNS dns_ready
+  wait_for 120 "kube-router's NetworkPolicy controller" policies_enforced
   log "cluster up in $(( $(date +%s) - started ))s; logs in ${LOG_DIR}"
   echo "export KUBECONFIG=${KUBECONFIG_ADMIN}"
 }

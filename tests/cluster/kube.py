@@ -134,3 +134,29 @@ def pod(name: str, namespace: str, containers: list[dict[str, Any]], **spec: Any
         "metadata": {"name": name, "namespace": namespace, "labels": {"app": name}},
         "spec": {"containers": containers, **spec},
     }
+
+
+def connector_pod(name: str, namespace: str, labels: dict[str, str], host: str, port: int,
+                  attempts: int = 15) -> dict[str, Any]:
+    """A pod that opens `attempts` TCP connections to host:port, a second apart, and prints
+    `connected` or the error's name for each: what a NetworkPolicy lets through, seen from
+    a pod with these labels."""
+    script = ("import socket, time\n"
+              f"for _ in range({attempts}):\n"
+              "    try:\n"
+              f"        socket.create_connection(({host!r}, {port}), timeout=2).close()\n"
+              "        print('connected', flush=True)\n"
+              "    except OSError as e:\n"
+              "        print(type(e).__name__, flush=True)\n"
+              "    time.sleep(1)\n")
+    made = pod(name, namespace, [restricted_container(name, project_image(), ["python3", "-c", script])],
+               restartPolicy="Never")
+    made["metadata"]["labels"] = {"app": name, **labels}
+    return made
+
+
+def connection_outcomes(kube: Kube, name: str, namespace: str, timeout: float = 120) -> list[str]:
+    """What a connector_pod printed, once it has finished."""
+    wait_until(f"pod {namespace}/{name} to finish", lambda: kube.get("pod", name, namespace)
+               .get("status", {}).get("phase") in ("Succeeded", "Failed"), timeout=timeout, every=1)
+    return kube.run("logs", name, "-n", namespace).split()

@@ -1,6 +1,7 @@
 """What makes the one-node cluster a real Kubernetes, proven on it: the apiserver's Pod
 Security admission and RBAC, the kubelet's restarts, probes, SIGTERM and grace period and
-token renewal, cluster DNS through kube-proxy's Services, claims bound and grown."""
+token renewal, cluster DNS through kube-proxy's Services, claims bound and grown,
+NetworkPolicies enforced."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.cluster.kube import Kube, KubectlError, pod, project_image, restricted_container, wait_until
+from tests.cluster.kube import (Kube, KubectlError, connection_outcomes, connector_pod, pod, project_image,
+                                restricted_container, wait_until)
 
 pytestmark = pytest.mark.real_cluster
 RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
@@ -84,6 +86,33 @@ def test_pods_find_each_other_through_service_dns(kube: Kube, namespace: str) ->
     lines = kube.run("logs", "publisher", "-n", namespace).splitlines()
     service_ip = kube.get("service", "nsqd", namespace)["spec"]["clusterIP"]
     assert lines == [f"resolved {service_ip}", "depth 1"]
+
+
+def test_a_network_policy_admits_the_pods_it_names_and_no_other(kube: Kube, namespace: str) -> None:
+    serve = "import http.server as h; h.HTTPServer(('', 8080), h.BaseHTTPRequestHandler).serve_forever()"
+    server = pod("server", namespace, [restricted_container(
+        "server", project_image(), ["python3", "-c", serve],
+        readinessProbe={"tcpSocket": {"port": 8080}, "periodSeconds": 1})])
+    policy = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+              "metadata": {"name": "server", "namespace": namespace},
+              "spec": {"podSelector": {"matchLabels": {"app": "server"}}, "policyTypes": ["Ingress"],
+                       "ingress": [{"from": [{"podSelector": {"matchLabels": {"role": "client"}}}],
+                                    "ports": [{"protocol": "TCP", "port": 8080}]}]}}
+    kube.apply([server, policy])
+    wait_until("the server to be ready", lambda: container_status(kube, "server", namespace).get("ready"))
+    address = kube.get("pod", "server", namespace)["status"]["podIP"]
+    kube.apply([connector_pod("named", namespace, {"role": "client"}, address, 8080),
+                connector_pod("stranger", namespace, {"role": "other"}, address, 8080)])
+    named = connection_outcomes(kube, "named", namespace)
+    stranger = connection_outcomes(kube, "stranger", namespace)
+    # the policy controller learns a new pod's address within a moment of its start: the
+    # named pod's first attempts may come before it
+    assert named[-5:] == ["connected"] * 5, named
+    assert "connected" not in stranger, stranger
+    kube.run("delete", "networkpolicy", "server", "-n", namespace)
+    kube.run("delete", "pod", "stranger", "-n", namespace)
+    kube.apply(connector_pod("stranger", namespace, {"role": "other"}, address, 8080, attempts=8))
+    assert connection_outcomes(kube, "stranger", namespace)[-3:] == ["connected"] * 3
 
 
 def claim(name: str, namespace: str, storage_class: str, size: str) -> dict[str, Any]:

@@ -47,7 +47,10 @@ def test_addons_are_valid_kubernetes_objects() -> None:
     coredns = (CLUSTER / "addons" / "coredns.yaml").read_text()
     coredns = (coredns.replace("__COREDNS_IMAGE__", "localhost/coredns:test")
                .replace("__DNS_SERVICE_IP__", "10.96.0.10").replace("__CLUSTER_DOMAIN__", "cluster.local"))
-    documents = [*yaml.safe_load_all(coredns), *yaml.safe_load_all((CLUSTER / "addons" / "storage.yaml").read_text())]
+    kube_router = (CLUSTER / "addons" / "kube-router.yaml").read_text().replace("__KUBE_ROUTER_IMAGE__",
+                                                                                "localhost/kube-router:test")
+    documents = [*yaml.safe_load_all(coredns), *yaml.safe_load_all((CLUSTER / "addons" / "storage.yaml").read_text()),
+                 *yaml.safe_load_all(kube_router)]
     version = KUBERNETES_VERSION.lstrip("v").rsplit(".", 1)[0] + ".0"
     for document in documents:
         kubernetes_validate.validate(document, version, strict=True)
