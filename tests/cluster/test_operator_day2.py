@@ -11,6 +11,10 @@ touches another engineer's NsqClusters):
 - `helm upgrade` and `helm uninstall` leave nothing Terminating;
 - the longest NsqCluster name (builders/limits.py) works, one more character is refused;
 - a bound token of 600 s rotates under the running operator, which keeps working;
+- the NsqCluster's NetworkPolicy, enforced by kube-router, lets in the operator (installed
+  outside nsq-system, under a release name of its own) and the named clients, no one else;
+  quantities the apiserver stores canonical cause no write on later passes; a policy the
+  spec drops while the StatefulSet controller rewrites status is still pruned;
 - (xfail, a defect) a deleted watched namespace leaves no timer running for its NsqClusters.
 
 The operator's requests are counted by the apiserver under a FlowSchema matching its
@@ -41,7 +45,8 @@ import pytest
 
 from nsq_operator.builders.limits import MAX_CLUSTER_NAME
 from tests.chart.helm import helm_binary
-from tests.cluster.kube import REPO, Kube, KubectlError, pod, project_image, restricted_container, wait_until
+from tests.cluster.kube import (REPO, Kube, KubectlError, connection_outcomes, connector_pod, pod, project_image,
+                                restricted_container, wait_until)
 
 pytestmark = pytest.mark.real_cluster
 RELEASE = "day2"
@@ -49,7 +54,7 @@ RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
 TOKEN_SECONDS = 600  # the least expirationSeconds the apiserver allows
 SMALL = {"requests": {"cpu": "10m", "memory": "32Mi"}}
 # one namespace per test, made before the operator is installed (its RoleBindings go there)
-APP_NAMESPACES = ("restricted", "storage", "crash", "names", "gone", "token")
+APP_NAMESPACES = ("restricted", "storage", "crash", "names", "gone", "token", "policy")
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
@@ -255,6 +260,11 @@ def names_namespace(kube: Kube, operator: Operator) -> Iterator[str]:
     yield from app_namespace(kube, operator, "names")
 
 
+@pytest.fixture
+def policy_namespace(kube: Kube, operator: Operator) -> Iterator[str]:
+    yield from app_namespace(kube, operator, "policy")
+
+
 def test_the_idle_operator_s_requests_per_minute(kube: Kube, operator: Operator) -> None:
     """Counted by the apiserver itself: a FlowSchema matching the operator's ServiceAccount
     alone, so the other tests' and engineers' requests are not counted."""
@@ -416,6 +426,68 @@ def test_the_longest_cluster_name_works_and_one_more_character_is_refused(
                for p in pods if "controller-revision-hash" in p["metadata"]["labels"])
     assert [e["message"] for e in json.loads(kube.run("get", "events", "-n", ns, "-o", "json"))["items"]
             if e.get("type") == "Warning" and e.get("reason") in ("FailedCreate", "FailedApply")] == []
+
+
+@pytest.mark.timeout(600)
+def test_the_network_policy_admits_the_operator_and_named_clients_and_keeps_others_out(
+        kube: Kube, operator: Operator, policy_namespace: str) -> None:
+    """Defect 5 on a cluster that enforces NetworkPolicies, with defects 3 and 4 on the same
+    cluster: its quantities are written as the apiserver does not store them (1024Mi for
+    1Gi, 0.25Gi for 256Mi), and the policy is dropped in the same change as a scale-up."""
+    ns = policy_namespace
+    assert operator.namespace != "nsq-system" and RELEASE != "nsq-operator"
+    guarded = nsq_cluster("guarded", ns, nsqd=2, storage={"size": "1024Mi"})
+    guarded["spec"]["nsqd"]["resources"] = {"requests": {"cpu": "10m", "memory": "32Mi"},
+                                            "limits": {"memory": "0.25Gi"}}
+    guarded["spec"]["networkPolicy"] = {"enabled": True, "clientLabels": {"nsq-client": "yes"}}
+    kube.apply(guarded)
+    cluster_ready(kube, "guarded", ns)
+    policy = kube.get("networkpolicy", "guarded-nsqd", ns)
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+
+    # the operator reaches every nsqd's HTTP API through the policy: it makes the topic there
+    kube.apply(nsq_topic("orders", ns, "guarded"))
+    for nsqd in ("guarded-nsqd-0", "guarded-nsqd-1"):
+        wait_until(f"the topic on {nsqd}", lambda: "orders" in nsqd_topics(kube, ns, nsqd), timeout=120, every=2)
+    wait_until("NsqTopic orders Ready", lambda: is_true(kube, "nsqtopic", "orders", ns, "Ready"), timeout=120, every=2)
+
+    # a client pod with the named labels connects to nsqd's TCP port; one without them does not
+    address = kube.get("pod", "guarded-nsqd-0", ns)["status"]["podIP"]
+    kube.apply([connector_pod("client", ns, {"nsq-client": "yes"}, address, 4150),
+                connector_pod("stranger", ns, {"nsq-client": "no"}, address, 4150)])
+    client, stranger = connection_outcomes(kube, "client", ns), connection_outcomes(kube, "stranger", ns)
+    assert client[-5:] == ["connected"] * 5, client
+    assert "connected" not in stranger, stranger
+
+    # canonical quantities: three drift passes (10 s each) write nothing to the StatefulSet
+    statefulset = kube.get("statefulset", "guarded-nsqd", ns)
+    template = statefulset["spec"]["template"]["spec"]["containers"][0]["resources"]
+    assert template["limits"]["memory"] == "256Mi"
+    assert statefulset["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "1Gi"
+    began = time.monotonic()
+    wait_until("three drift passes", lambda: time.monotonic() - began >= 35, timeout=60, every=1)
+    after = kube.get("statefulset", "guarded-nsqd", ns)
+    assert after["metadata"]["generation"] == statefulset["metadata"]["generation"]
+    assert [c for c in kube.get("nsqcluster", "guarded", ns)["status"]["conditions"]
+            if c.get("reason") == "ChangeNotApplied"] == []
+
+    # the policy dropped in the change that scales up: pruned although the StatefulSet
+    # controller rewrites the StatefulSet's status (its resourceVersion) while pods start
+    kube.run("patch", "nsqcluster", "guarded", "-n", ns, "--type=merge", "-p",
+             json.dumps({"spec": {"networkPolicy": {"enabled": False}, "nsqd": {"replicas": 3}}}))
+    wait_until("the NetworkPolicy pruned", lambda: kube.get_or_none("networkpolicy", "guarded-nsqd", ns) is None,
+               timeout=180, every=2)
+    wait_until("three nsqds ready", lambda: kube.get("statefulset", "guarded-nsqd", ns)
+               .get("status", {}).get("readyReplicas") == 3, timeout=240, every=2)
+    cluster_ready(kube, "guarded", ns)
+
+    # deleted the usual way, its timers end with it: no pass after it is gone logs an error
+    deleted = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    kube.run("delete", "nsqtopic,nsqcluster", "--all", "-n", ns, "--timeout", "180s", timeout=200)
+    gone = time.monotonic()
+    wait_until("four status passes after the deletion", lambda: time.monotonic() - gone >= 20, timeout=40, every=1)
+    after = kube.run("logs", "-n", operator.namespace, operator.pod, "--since-time", deleted)
+    assert [r.split("\n", 1)[0][:300] for r in errors(after) if ns in r] == []
 
 
 GHOSTS = ("Defect: with watchNamespaces, deleting a watched namespace right after its NsqClusters (kubectl delete "
