@@ -96,7 +96,9 @@ cluster-down:
 
 # make demo's kind of proof on the running cluster: load from pods, a rolling upgrade and a
 # scale-down under it, published / acknowledged / delivered / lost counted.
+# One command: starts the cluster unless one runs, then the demo on it.
 cluster-demo: $(STAMP)
+	@bash -c 'source $(CLUSTER)/lib.sh && running kube-apiserver' || $(MAKE) cluster
 	HELM="$$($(PY) -c 'from tests.chart.helm import helm_binary; print(helm_binary())')" $(CLUSTER)/demo.sh
 
 # The tests that need the real cluster (tests/cluster), on one started for them and
