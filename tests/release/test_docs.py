@@ -24,7 +24,8 @@ README = ROOT / "README.md"
 USER_DOCS = sorted({README, ROOT / "CHANGELOG.md", ROOT / "pipeline" / "README.md", ROOT / "operator" / "UPGRADING.md",
                     ROOT / "charts" / "nsq-operator" / "README.md", *(ROOT / "docs").glob("*.md"),
                     *(ROOT / "distributions").glob("**/README.md")})
-NOT_FOR_USERS = re.compile(r"\.\./shared|\bissues? #?\d+|\bsessions? \d+|\b(?:this|same|previous|next) session\b", re.I)
+NOT_FOR_USERS = re.compile(r"\.\./shared|\bissues? #?\d+|\bthe issue\b|\bsessions? \d+|\b(?:this|same|previous|next) session\b",
+                           re.I)
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.M | re.S)
 
 
@@ -59,7 +60,7 @@ def test_the_readme_goes_in_the_order_people_need_it() -> None:
     assert headings == ["Install", "Run NSQ on this machine", "Publish and consume", "Run it on Kubernetes",
                         "A Spark pipeline", "Reference", "Working on it"]
     for page in ("servers.md", "differences-from-go.md", "drain-and-handoff.md", "client.md", "operator.md",
-                 "design.md", "development.md"):
+                 "benchmarks.md", "design.md", "development.md"):
         assert f"(docs/{page})" in text(README), f"the README does not point at docs/{page}"
 
 
