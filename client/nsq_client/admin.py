@@ -13,7 +13,11 @@ import ssl
 from types import TracebackType
 from typing import Any, Sequence
 
-import aiohttp
+try:
+    import aiohttp
+except ModuleNotFoundError as missing:  # the client installed without its admin extra
+    raise ModuleNotFoundError(f"nsq_client.admin needs {missing.name}: pip install 'nsq-client[admin]'",
+                              name=missing.name) from missing
 
 from nsq_protocol.commands import encode_mpub_body
 

@@ -284,6 +284,15 @@ def test_every_module_imports_with_what_its_distribution_declares(installed: dic
         assert missing <= EXPECTED[name].extras_bring, f"{name}: {stdout}"
 
 
+def test_the_admin_client_without_its_extra_says_to_install_it(installed: dict[str, Installed]) -> None:
+    client = installed["nsq-client"]
+    process = client.run(str(client.venv / "bin" / "python"), "-c", "import nsq_client.admin")
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 1
+    assert stderr.splitlines()[-1] == ("ModuleNotFoundError: nsq_client.admin needs aiohttp: "
+                                       "pip install 'nsq-client[admin]'")
+
+
 def test_nsq_spark_without_pyspark_says_to_install_the_extra(installed: dict[str, Installed]) -> None:
     spark = installed["nsq-spark"]
     assert "pyspark" not in spark.linked
