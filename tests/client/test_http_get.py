@@ -9,7 +9,7 @@ import pytest
 
 from nsq_client import AdminError
 from nsq_client.http_get import get_json, parse_answer
-from nsq_client.lookup import LookupdQueries, nodes_with_topic
+from nsq_client.lookup import LookupdQueries, NsqdNode, nodes_with_topic
 from tests.client.helpers import eventually
 from tests.conftest import Servers
 from tests.reference import FLAVOURS, NSQLOOKUPD_REF, GoNsqd, GoNsqlookupd, flavour_or_skip, skip_unless_present
@@ -36,7 +36,10 @@ async def test_lookup_finds_the_nsqd_with_the_topic_and_none_for_an_unknown_one(
     assert refused.value.status == 404 and refused.value.message == "TOPIC_NOT_FOUND"
     assert await nodes_with_topic(queries, "http_get_unknown") == []
     # the registration reaches lookupd over nsqd's TCP connection to it, a moment later
-    nodes = await eventually(lambda: nodes_with_topic(queries, "http_get_known"), message="registered")
+    async def registered() -> list[NsqdNode]:
+        return await nodes_with_topic(queries, "http_get_known")
+
+    nodes: list[NsqdNode] = await eventually(registered, message="registered")
     assert [n.tcp_address for n in nodes] == [nsqd.tcp_address]
     assert [p["tcp_port"] for p in await queries.nodes()] == [int(nsqd.tcp_address.rsplit(":", 1)[1])]
 

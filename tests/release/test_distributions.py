@@ -206,7 +206,7 @@ def link(distribution: metadata.Distribution, site: Path) -> None:
     for top in tops:
         if top.endswith(".pth") or (site / top).exists():
             continue
-        (site / top).symlink_to(distribution.locate_file(top))
+        (site / top).symlink_to(Path(str(distribution.locate_file(top))))
 
 
 @pytest.fixture(scope="module")
