@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 # Each name is imported from its module on first use: a program that needs a Connection
 # and a Config (the Spark source's processes, started many times) does not pay for
-# aiohttp, which only the HTTP clients (admin, lookupd) use.
+# aiohttp, which only the admin API client uses (the `admin` extra).
 _HOMES = {
     "LookupdAdmin": "admin", "NsqdAdmin": "admin",
     "BackoffStrategy": "backoff", "ExponentialStrategy": "backoff", "FullJitterStrategy": "backoff",

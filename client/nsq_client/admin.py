@@ -1,4 +1,5 @@
-"""Small aiohttp clients for nsqd's and nsqlookupd's HTTP APIs.
+"""Small aiohttp clients for nsqd's and nsqlookupd's HTTP APIs (aiohttp comes with the
+client's ``admin`` extra: ``pip install 'nsq-client[admin]'``).
 
 Both accept ``host:port`` or a full ``http(s)://`` base URL, share one
 :class:`aiohttp.ClientSession` when given one (else own theirs; close with ``await
@@ -12,19 +13,16 @@ import ssl
 from types import TracebackType
 from typing import Any, Sequence
 
-import aiohttp
+try:
+    import aiohttp
+except ModuleNotFoundError as missing:  # the client installed without its admin extra
+    raise ModuleNotFoundError(f"nsq_client.admin needs {missing.name}: pip install 'nsq-client[admin]'",
+                              name=missing.name) from missing
 
 from nsq_protocol.commands import encode_mpub_body
 
 from .errors import AdminError
-
-# asks servers that still wrap answers in {"status_code", "data"} for the bare JSON
-NSQ_ACCEPT = "application/vnd.nsq; version=1.0"
-
-
-def base_url(address: str) -> str:
-    address = address.rstrip("/")
-    return address if "://" in address else f"http://{address}"
+from .http_get import NSQ_ACCEPT, base_url, error_code, unwrap
 
 
 class _HttpApi:
@@ -67,7 +65,7 @@ class _HttpApi:
                                           timeout=self._timeout) as resp:
             data = await resp.read()
             if not 200 <= resp.status < 300:
-                raise AdminError(resp.status, _error_code(data), url)
+                raise AdminError(resp.status, error_code(data), url)
             return data
 
     async def _json(self, method: str, path: str, params: dict[str, Any] | None = None) -> Any:
@@ -76,10 +74,7 @@ class _HttpApi:
             value = json.loads(data)
         except ValueError:
             raise AdminError(200, f"answer is not JSON: {data[:100]!r}", self.url + path) from None
-        # servers from before the versioned API wrap every answer
-        if isinstance(value, dict) and "status_code" in value and "data" in value:
-            return value["data"]
-        return value
+        return unwrap(value)
 
     async def ping(self) -> bool:
         """True when the server answers /ping with 200; False when it answers an error
@@ -92,16 +87,6 @@ class _HttpApi:
 
     async def info(self) -> dict[str, Any]:
         return dict(await self._json("GET", "/info"))
-
-
-def _error_code(body: bytes) -> str:
-    try:
-        value = json.loads(body)
-    except ValueError:
-        return body.decode("utf-8", "replace").strip()
-    if isinstance(value, dict):
-        return str(value.get("message") or value.get("status_txt") or value)
-    return str(value)
 
 
 class NsqdAdmin(_HttpApi):
@@ -172,7 +157,7 @@ class NsqdAdmin(_HttpApi):
                                       timeout=self._timeout) as resp:
             data = await resp.read()
             if resp.status != 200:
-                raise AdminError(resp.status, _error_code(data), url)
+                raise AdminError(resp.status, error_code(data), url)
             if resp.content_type == "application/json":
                 return json.loads(data)
             return data.decode("utf-8", "replace")

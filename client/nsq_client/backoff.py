@@ -12,6 +12,8 @@ from .config import Config
 
 
 class BackoffStrategy(Protocol):
+    """How long each level of backoff lasts (``Config.backoff_strategy`` chooses one)."""
+
     def calculate(self, attempt: int) -> float:
         """Seconds to back off at level ``attempt`` (1, 2, ...)."""
         ...

@@ -127,6 +127,10 @@ class ConnectionDelegate:
 
 
 class Connection:
+    """One connection to an nsqd: the TCP (or TLS) socket, IDENTIFY and the features it
+    negotiates, heartbeats, framing, and the commands a producer or a consumer sends.
+    Producer and Consumer are built on it; use it directly for what they do not cover."""
+
     def __init__(self, address: str, config: Config, delegate: ConnectionDelegate | None = None,
                  raw_messages: bool = False) -> None:
         """``raw_messages``: hand message frames to ``delegate.on_message_frames`` as they

@@ -44,6 +44,13 @@ class ConsumerStats:
 
 
 class Consumer(ConnectionDelegate):
+    """Subscribes to ``channel`` of ``topic`` on nsqds given by address
+    (:meth:`connect_to_nsqd`) or found through nsqlookupd (:meth:`connect_to_lookupd`),
+    and runs ``handler`` (``concurrency`` copies at once) for each message: a handler that
+    returns finishes the message, one that raises requeues it with backoff. A message
+    delivered more than ``max_attempts`` times goes to ``give_up`` instead. :meth:`stop`
+    (or :func:`run_until_signalled`) stops it without losing a message."""
+
     def __init__(self, topic: str, channel: str, config: Config | None = None, *,
                  handler: Handler | None = None, concurrency: int = 1,
                  give_up: GiveUpHook | None = None) -> None:
@@ -92,16 +99,19 @@ class Consumer(ConnectionDelegate):
         self._give_up = hook
 
     def change_max_in_flight(self, max_in_flight: int) -> None:
+        """Hold up to ``max_in_flight`` messages from now on (0 pauses delivery)."""
         self.config.max_in_flight = max_in_flight
         self._rdy.set_max_in_flight(self.config.max_in_flight)
 
     # -- state -------------------------------------------------------------------------
     @property
     def connections(self) -> list[str]:
+        """The addresses of the nsqds connected now."""
         return list(self._conns)
 
     @property
     def lookupd_addresses(self) -> list[str]:
+        """The nsqlookupds polled."""
         return self._poller.addresses if self._poller else []
 
     @property
@@ -113,9 +123,11 @@ class Consumer(ConnectionDelegate):
 
     @property
     def is_stopping(self) -> bool:
+        """Whether :meth:`stop` has begun."""
         return self._stopping
 
     def stats(self) -> ConsumerStats:
+        """Counts of the messages received, finished, requeued and given up, and the connections."""
         return ConsumerStats(self._received, self._finished, self._requeued, self._given_up, len(self._conns))
 
     # -- connecting ----------------------------------------------------------------------
@@ -128,6 +140,7 @@ class Consumer(ConnectionDelegate):
         self._static.add(address)
 
     async def connect_to_nsqds(self, addresses: Iterable[str]) -> None:
+        """:meth:`connect_to_nsqd` for each address, side by side."""
         await asyncio.gather(*(self.connect_to_nsqd(a) for a in addresses))
 
     async def disconnect_from_nsqd(self, address: str) -> None:
@@ -147,6 +160,7 @@ class Consumer(ConnectionDelegate):
         await self.connect_to_lookupds([address])
 
     async def connect_to_lookupds(self, addresses: Iterable[str]) -> None:
+        """Discover nsqds through each of these nsqlookupds (the union of their answers)."""
         self._check_can_connect()
         self._ensure_workers()
         if self._poller is None:

@@ -1,22 +1,21 @@
 """Discovery through nsqlookupd: which nsqds have a topic (consumers) or exist at all
 (the producer pool), polled every ``lookupd_poll_interval`` after a random start offset of
 up to ``lookupd_poll_jitter`` of the interval, so that many clients started together
-spread their queries."""
+spread their queries. The queries go over the standard library's HTTP
+(:mod:`nsq_client.http_get`): discovery needs no HTTP library."""
 from __future__ import annotations
 
 import asyncio
 import logging
 import random
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
-
-import aiohttp
+from typing import Any, Awaitable, Callable, Protocol
 
 from nsq_protocol.host_port import join_host_port
 
-from .admin import LookupdAdmin
 from .config import Config
 from .errors import AdminError
+from .http_get import get_json
 
 log = logging.getLogger("nsq_client")
 
@@ -46,7 +45,37 @@ class NsqdNode:
                    version=str(data.get("version") or ""))
 
 
-async def nodes_with_topic(lookupd: LookupdAdmin, topic: str) -> list[NsqdNode]:
+class LookupdApi(Protocol):
+    """What discovery asks a lookupd: :class:`LookupdQueries` here, or the admin
+    extra's :class:`nsq_client.admin.LookupdAdmin`."""
+
+    async def lookup(self, topic: str) -> dict[str, Any]: ...
+
+    async def nodes(self) -> list[dict[str, Any]]: ...
+
+
+class LookupdQueries:
+    """``GET /lookup`` and ``GET /nodes`` of one lookupd (``host:port`` of its HTTP API,
+    or an ``http(s)://`` URL), each bounded by ``timeout`` seconds (its connect by
+    ``connect_timeout``, when given)."""
+
+    def __init__(self, address: str, timeout: float | None = 5.0, connect_timeout: float | None = None) -> None:
+        self.address = address
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+
+    async def lookup(self, topic: str) -> dict[str, Any]:
+        """``{"channels": [...], "producers": [...]}``; :class:`AdminError` 404
+        ``TOPIC_NOT_FOUND`` when no nsqd has the topic."""
+        return dict(await get_json(self.address, "/lookup", {"topic": topic}, timeout=self.timeout,
+                                   connect_timeout=self.connect_timeout))
+
+    async def nodes(self) -> list[dict[str, Any]]:
+        return list((await get_json(self.address, "/nodes", timeout=self.timeout,
+                                     connect_timeout=self.connect_timeout)).get("producers") or [])
+
+
+async def nodes_with_topic(lookupd: LookupdApi, topic: str) -> list[NsqdNode]:
     """The nsqds that have ``topic``; none when lookupd does not know the topic."""
     try:
         answer = await lookupd.lookup(topic)
@@ -57,11 +86,11 @@ async def nodes_with_topic(lookupd: LookupdAdmin, topic: str) -> list[NsqdNode]:
     return [NsqdNode.from_json(p) for p in answer.get("producers") or []]
 
 
-async def all_nodes(lookupd: LookupdAdmin) -> list[NsqdNode]:
+async def all_nodes(lookupd: LookupdApi) -> list[NsqdNode]:
     return [NsqdNode.from_json(p) for p in await lookupd.nodes()]
 
 
-Discover = Callable[[LookupdAdmin], Awaitable[list[NsqdNode]]]
+Discover = Callable[[LookupdApi], Awaitable[list[NsqdNode]]]
 OnNodes = Callable[[list[NsqdNode]], None]
 
 
@@ -74,8 +103,7 @@ class LookupdPoller:
         self.config = config
         self._discover = discover
         self._on_nodes = on_nodes
-        self._lookupds: dict[str, LookupdAdmin] = {}
-        self._session: aiohttp.ClientSession | None = None
+        self._lookupds: dict[str, LookupdApi] = {}
         self._task: asyncio.Task[None] | None = None
         self._recheck = asyncio.Event()
         self._rng = random.Random()
@@ -88,11 +116,7 @@ class LookupdPoller:
         """Add a lookupd (``host:port`` of its HTTP API); False if it was known."""
         if address in self._lookupds:
             return False
-        if self._session is None:
-            timeout = self.config.lookupd_poll_timeout or None
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout))
-        self._lookupds[address] = LookupdAdmin(address, session=self._session,
-                                               timeout=self.config.lookupd_poll_timeout or 300)
+        self._lookupds[address] = LookupdQueries(address, timeout=self.config.lookupd_poll_timeout or 300)
         return True
 
     def start(self, *, first_round_done: bool = False) -> None:
@@ -154,6 +178,3 @@ class LookupdPoller:
             self._task.cancel()
             await asyncio.wait([self._task])  # the caller's own cancellation still reaches it
             self._task = None
-        if self._session is not None:
-            await self._session.close()
-            self._session = None

@@ -45,10 +45,12 @@ class Message:
 
     @property
     def has_responded(self) -> bool:
+        """Whether the message was answered (finished or requeued)."""
         return self._responded
 
     @property
     def is_auto_response_disabled(self) -> bool:
+        """Whether :meth:`disable_auto_response` was called."""
         return not self._auto_response
 
     def disable_auto_response(self) -> None:

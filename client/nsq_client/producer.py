@@ -37,6 +37,10 @@ def _check_body(body: bytes) -> None:
 
 
 class Producer(ConnectionDelegate):
+    """Publishes to the one nsqd at ``address`` (``host:port`` of its TCP port), over one
+    connection opened on first use and reopened after a loss. Use it as ``async with``,
+    or call :meth:`stop` when done."""
+
     def __init__(self, address: str, config: Config | None = None) -> None:
         self.address = address
         self.config = (config or Config()).model_copy()
@@ -53,10 +57,12 @@ class Producer(ConnectionDelegate):
 
     @property
     def is_connected(self) -> bool:
+        """Whether the connection to nsqd is open now."""
         return self._conn is not None and self._conn.is_connected
 
     @property
     def is_stopped(self) -> bool:
+        """Whether :meth:`stop` was called."""
         return self._stopped
 
     @property
@@ -123,9 +129,12 @@ class Producer(ConnectionDelegate):
 
     # -- publishing --------------------------------------------------------------------
     async def publish(self, topic: str, body: bytes) -> None:
+        """Publish ``body`` to ``topic`` and wait for nsqd's OK; nsqd's refusal raises
+        :class:`ServerError` with its code (``E_BAD_TOPIC`` ...)."""
         await self.publish_nowait(topic, body)
 
     async def multi_publish(self, topic: str, bodies: Sequence[bytes]) -> None:
+        """Publish ``bodies`` to ``topic`` in one MPUB (all or none) and wait for nsqd's OK."""
         await self.multi_publish_nowait(topic, bodies)
 
     async def deferred_publish(self, topic: str, delay: float, body: bytes) -> None:
@@ -133,11 +142,13 @@ class Producer(ConnectionDelegate):
         await self.deferred_publish_nowait(topic, delay, body)
 
     def publish_nowait(self, topic: str, body: bytes) -> asyncio.Future[None]:
+        """Send the publish now and return a future of nsqd's answer, for pipelining."""
         _check_topic(topic)
         _check_body(body)
         return self._submit(cmd.pub(topic, bytes(body)))
 
     def multi_publish_nowait(self, topic: str, bodies: Sequence[bytes]) -> asyncio.Future[None]:
+        """Send the MPUB now and return a future of nsqd's answer."""
         _check_topic(topic)
         if not bodies:
             raise ValueError("multi_publish needs at least one body")
@@ -146,6 +157,7 @@ class Producer(ConnectionDelegate):
         return self._submit(cmd.mpub(topic, [bytes(b) for b in bodies]))
 
     def deferred_publish_nowait(self, topic: str, delay: float, body: bytes) -> asyncio.Future[None]:
+        """Send a DPUB (delivered after ``delay`` seconds) now and return a future of nsqd's answer."""
         _check_topic(topic)
         _check_body(body)
         if delay < 0:

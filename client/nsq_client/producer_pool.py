@@ -41,6 +41,13 @@ class _Node:
 
 
 class ProducerPool:
+    """Publishes through several nsqds, failing over: each publish goes to the next node
+    that is up (round-robin) and, when that node fails, to the others in turn. Nodes are given as ``nsqd_addresses`` (TCP ``host:port``),
+    found through ``lookupd_addresses`` (HTTP ``host:port``, polled every
+    ``lookupd_poll_interval``), or both. A node that fails is marked down and probed until
+    it answers again. An error no other node would answer differently (an invalid topic)
+    is raised at once; when every node failed, :class:`PublishError` names each one's error."""
+
     def __init__(self, nsqd_addresses: Iterable[str] = (), config: Config | None = None, *,
                  lookupd_addresses: Iterable[str] = ()) -> None:
         self.config = (config or Config()).model_copy()
@@ -180,12 +187,15 @@ class ProducerPool:
         raise PublishError(f"no nsqd accepted the publish ({len(causes)} tried)", causes)
 
     async def publish(self, topic: str, body: bytes) -> None:
+        """Publish ``body`` to ``topic`` on one node, trying the others when it fails."""
         await self._publish(lambda p: p.publish(topic, body))
 
     async def multi_publish(self, topic: str, bodies: Sequence[bytes]) -> None:
+        """Publish ``bodies`` to ``topic`` in one MPUB on one node, trying the others when it fails."""
         await self._publish(lambda p: p.multi_publish(topic, bodies))
 
     async def deferred_publish(self, topic: str, delay: float, body: bytes) -> None:
+        """Publish ``body`` to be delivered after ``delay`` seconds, with failover."""
         await self._publish(lambda p: p.deferred_publish(topic, delay, body))
 
     def publish_nowait(self, topic: str, body: bytes) -> asyncio.Task[None]:
@@ -194,6 +204,8 @@ class ProducerPool:
 
     # -- stopping --------------------------------------------------------------------------------
     async def stop(self) -> None:
+        """Stop polling lookupd and stop every node's producer; later publishes raise
+        :class:`ProducerStoppedError`."""
         if self._stopped:
             return
         self._stopped = True

@@ -20,14 +20,16 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from nsq_protocol.flags import parse_duration
 from nsq_protocol.version import own_program_version
 
-from .archive import ArchiveJob
 from .drain import DrainSignal
 from .options import OptionError
+
+if TYPE_CHECKING:  # PySpark is imported by the job only: --version and -h run without it
+    from .archive import ArchiveJob
 
 log = logging.getLogger("nsq_spark")
 
@@ -87,7 +89,9 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-def archive_job(args: argparse.Namespace, drain_file: Path) -> ArchiveJob:
+def archive_job(args: argparse.Namespace, drain_file: Path) -> "ArchiveJob":
+    from .archive import ArchiveJob
+
     options: dict[str, str] = {"topic": args.topic, "channel": args.channel,
                                "drain_file": str(drain_file)}
     if args.nsqd_tcp_address:

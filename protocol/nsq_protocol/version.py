@@ -2,7 +2,9 @@
 speaks.
 
 The release is the package's version, written in one place (``pyproject.toml``) and read
-back from the installed distribution's metadata; the chart's ``version`` and
+back from the metadata of the installed distribution that carries this package:
+``nsq-client`` as users install it (every other distribution requires it at the same
+version: ``distributions/``), or the repository's development install; the chart's ``version`` and
 ``appVersion`` and the image tag equal it (tests/test_release.py and
 tests/chart/test_chart.py fail otherwise). ``NSQ_VERSION`` is the Go NSQ release whose
 protocols, flags, HTTP answers and on-disk formats nsqd, nsqlookupd and nsqadmin keep: it
@@ -28,15 +30,19 @@ import platform
 from importlib import metadata
 from typing import Final
 
-DISTRIBUTION: Final = "nsq-operator"
+DISTRIBUTION: Final = "nsq-operator"  # the project, as every --version line names it
 NSQ_VERSION: Final = "1.3.0"
+# the distributions that carry nsq_protocol: the published client, the development install
+CARRIERS: Final = ("nsq-client", DISTRIBUTION)
 
 
 def _release() -> str:
-    try:
-        return metadata.version(DISTRIBUTION)
-    except metadata.PackageNotFoundError:  # imported from a source tree that was never installed
-        return "0+unknown"
+    for carrier in CARRIERS:
+        try:
+            return metadata.version(carrier)
+        except metadata.PackageNotFoundError:
+            continue
+    return "0+unknown"  # imported from a source tree that was never installed
 
 
 RELEASE: Final = _release()

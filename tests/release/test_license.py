@@ -1,21 +1,22 @@
 """The LICENSE file (MIT, as the metadata says) travels in what users install: the wheel's
 ``.dist-info/licenses`` and the sdist, each with PEP 639's metadata naming it.
 
-Both are built by the build backend pyproject.toml names (setuptools>=77, the first with
-``license-files``), installed into a folder of this test's own: the project's venv may
-hold an older setuptools for its editable install, and pip's isolated build makes no sdist.
+Both are built by the build backend pyproject.toml names (tests/release/build_backend.py).
+This is the repository's own pyproject.toml, the developer's install; the distributions
+users install are held to the same in tests/release/test_distributions.py.
 """
 from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 import tarfile
 import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
+
+from tests.release.build_backend import backend, built as built_file, start_hook
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
@@ -47,22 +48,21 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     tmp = tmp_path_factory.mktemp("build")
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("needs the git checkout to list the sources")
-    backend, out = tmp / "backend", tmp / "dist"
-    requires = PYPROJECT["build-system"]["requires"]
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                          "--target", str(backend), *requires], capture_output=True, text=True, timeout=300)
-    if pip.returncode != 0:
-        pytest.skip(f"could not install the build backend {requires}: {pip.stderr[-500:]}")
+    backend_dir, out = backend(PYPROJECT["build-system"]["requires"]), tmp / "dist"
     src = source_tree(tmp / "src")
-    built = []
-    for hook in ("build_sdist", "build_wheel"):  # a process each, as build frontends call them
-        script = f"import sys; from setuptools import build_meta as b; print('built', b.{hook}(sys.argv[1]))"
-        done = subprocess.run([sys.executable, "-c", script, str(out)], cwd=src, capture_output=True, text=True,
-                              timeout=300, env={"PYTHONPATH": str(backend), "PATH": "/usr/bin:/bin"})
-        assert done.returncode == 0, done.stderr[-3000:]
-        built.append(done.stdout.splitlines()[-1].split()[1])  # the backend logs to stdout before
-    sdist, wheel = built
-    return out / wheel, out / sdist
+    sdist = built_file(start_hook("build_sdist", src, out, backend_dir), out)
+    wheel = built_file(start_hook("build_wheel", src, out, backend_dir), out)
+    return wheel, sdist
+
+
+def test_the_development_wheel_holds_the_import_packages_only(built: tuple[Path, Path]) -> None:
+    """Nothing else at the top of site-packages: the component folders also hold
+    examples and screenshots, which a namespace-package search would install."""
+    wheel, _ = built
+    with zipfile.ZipFile(wheel) as archive:
+        tops = {name.split("/")[0] for name in archive.namelist() if not name.split("/")[0].endswith(".dist-info")}
+    assert tops == {"nsq_protocol", "nsqd", "nsqlookupd", "nsqadmin", "nsq_client", "nsq_local", "nsq_operator",
+                    "nsq_spark"}
 
 
 def test_the_wheel_carries_the_license(built: tuple[Path, Path]) -> None:

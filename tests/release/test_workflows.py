@@ -119,7 +119,7 @@ def test_ci_runs_what_ci_run_does() -> None:
 
 
 # repository paths a run step may name: checked to exist (globs must match something)
-REPO_PATH = re.compile(r"(?<![\w./$-])((?:\.ci|charts|crds|docs|e2e|operator|tests)/[\w.*/-]*[\w*]"
+REPO_PATH = re.compile(r"(?<![\w./$-])((?:\.ci|charts|crds|distributions|docs|e2e|operator|tests)/[\w.*/-]*[\w*]"
                        r"|CHANGELOG\.md|pyproject\.toml|Makefile|Dockerfile)")
 
 
@@ -156,6 +156,9 @@ def test_the_release_publishes_what_the_operator_and_chart_name() -> None:
     assert "PYTHON_BASE_DIGEST" in release["env"]
     assert not re.search(r"sha256:[0-9a-f]{8}", (WORKFLOWS / "release.yml").read_text(encoding="utf-8"))
     assert "docker buildx imagetools inspect" in step_named(release, "Pin the base image by digest")["run"]
+    # every distribution users install, as tests/release/test_distributions.py builds them
+    dist = step_named(release, "Build each distribution's sdist and wheel")["run"]
+    assert "python3 distributions/stage.py build/staged" in dist and 'python3 -m build --outdir dist "$tree"' in dist
     pypi = jobs["pypi"]
     assert pypi["permissions"] == {"id-token": "write"} and pypi["environment"]["name"] == "pypi"
     assert any(s.get("uses", "").startswith("pypa/gh-action-pypi-publish@") for s in pypi["steps"])

@@ -36,6 +36,16 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 
+{{/* The operator's ServiceAccount: the one the release makes (serviceAccount.name, else the
+release's name), or with serviceAccount.create false one that exists already, named. */}}
+{{- define "nsq-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "nsq-operator.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name: name the existing ServiceAccount the operator runs as (serviceAccount.create is false)" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The operator's image; the example cluster runs nsqd and nsqlookupd from it too. */}}
 {{- define "nsq-operator.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}

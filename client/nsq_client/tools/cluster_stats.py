@@ -11,16 +11,14 @@ import asyncio
 import logging
 from typing import Any, Sequence
 
-import aiohttp
-
-from ..admin import LookupdAdmin, NsqdAdmin
 from ..errors import NsqClientError
-from ..lookup import nodes_with_topic
+from ..http_get import get_json
+from ..lookup import LookupdQueries, nodes_with_topic
 from .stat_table import ChannelTotals, channel_totals
 
 log = logging.getLogger("nsq_client")
 
-_FAILURES = (OSError, NsqClientError, aiohttp.ClientError, TimeoutError)
+_FAILURES = (OSError, NsqClientError, TimeoutError)
 
 
 class StatsUnavailableError(Exception):
@@ -37,32 +35,22 @@ class ClusterStats:
         self._lookupds = list(lookupd_http_addresses)
         self._timeout = timeout
         self._connect_timeout = connect_timeout
-        self._session: aiohttp.ClientSession | None = None
-
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(
-                total=self._timeout, sock_connect=self._connect_timeout))
-        return self._session
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        """Nothing to release: each request has a connection of its own."""
 
     async def nsqd_addresses(self) -> list[str]:
         """The nsqds to ask this round (HTTP ``host:port``)."""
         if not self._lookupds:
             return list(self._nsqds)
-        admins = [LookupdAdmin(a, session=self._client(), timeout=self._timeout,
-                               connect_timeout=self._connect_timeout) for a in self._lookupds]
-        answers = await asyncio.gather(*(nodes_with_topic(a, self.topic) for a in admins), return_exceptions=True)
+        lookupds = [LookupdQueries(a, timeout=self._timeout, connect_timeout=self._connect_timeout) for a in self._lookupds]
+        answers = await asyncio.gather(*(nodes_with_topic(a, self.topic) for a in lookupds), return_exceptions=True)
         found: dict[str, None] = {}
         answered = 0
-        for admin, answer in zip(admins, answers):
+        for lookupd, answer in zip(lookupds, answers):
             if isinstance(answer, BaseException):
                 _raise_unexpected(answer)
-                log.warning("lookupd %s: %s", admin.address, answer)
+                log.warning("lookupd %s: %s", lookupd.address, answer)
                 continue
             answered += 1
             found.update((node.http_address, None) for node in answer)
@@ -73,18 +61,18 @@ class ClusterStats:
     async def totals(self) -> ChannelTotals | None:
         """The channel summed over the cluster; None when no nsqd has it."""
         addresses = await self.nsqd_addresses()
-        admins = [NsqdAdmin(a, session=self._client(), timeout=self._timeout,
-                            connect_timeout=self._connect_timeout) for a in addresses]
+        query = {"format": "json", "topic": self.topic, "channel": self.channel, "include_clients": "false"}
         answers = await asyncio.gather(
-            *(a.stats(self.topic, self.channel, include_clients=False) for a in admins), return_exceptions=True)
+            *(get_json(a, "/stats", query, timeout=self._timeout, connect_timeout=self._connect_timeout)
+              for a in addresses), return_exceptions=True)
         stats: list[dict[str, Any]] = []
-        for admin, answer in zip(admins, answers):
+        for address, answer in zip(addresses, answers):
             if isinstance(answer, BaseException):
                 _raise_unexpected(answer)
-                log.warning("nsqd %s: %s", admin.address, answer)
+                log.warning("nsqd %s: %s", address, answer)
                 continue
-            stats.append(answer)
-        if admins and not stats:
+            stats.append(dict(answer))
+        if addresses and not stats:
             raise StatsUnavailableError(f"failed to get nsqd stats: no nsqd answered ({', '.join(addresses)})")
         return channel_totals(stats, self.topic, self.channel)
 

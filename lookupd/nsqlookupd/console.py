@@ -1,0 +1,9 @@
+"""The nsqlookupd console script, started through :func:`nsq_protocol.launch.launch`: a module
+that is not installed is named, with what to install, instead of a traceback."""
+from __future__ import annotations
+
+from nsq_protocol.launch import launch
+
+
+def nsqlookupd() -> int:
+    return launch("nsqlookupd", "nsqlookupd.cli:main", "nsq-servers")
