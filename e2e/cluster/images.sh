@@ -94,6 +94,26 @@ kube_router_image() {
   rm -rf "${work}"
 }
 
+# The image an earlier commit shipped, built from that commit's own Dockerfile and tree, for
+# the upgrade from it (upgrade.sh). Its archive is kept by commit.
+previous_image() {
+  local out="${IMAGE_DIR}/previous-release-${PREVIOUS_RELEASE_REF:0:12}.tar" work
+  [[ -s "${out}" ]] && return
+  git -C "${REPO_DIR}" cat-file -e "${PREVIOUS_RELEASE_REF}^{commit}" 2>/dev/null \
+    || die "commit ${PREVIOUS_RELEASE_REF} (the previous release) is not in this clone: fetch the whole history"
+  log "building the previous release's image from ${PREVIOUS_RELEASE_REF:0:12}"
+  work="$(mktemp -d)"
+  git -C "${REPO_DIR}" archive "${PREVIOUS_RELEASE_REF}" | tar -x -C "${work}"
+  buildah_has_base
+  buildah bud --quiet --layers=false --network host --pull-never \
+    --build-arg "PYTHON_IMAGE=${PYTHON_BASE_IMAGE}" --tag "${PREVIOUS_IMAGE}" \
+    --file "${work}/Dockerfile" "${work}" >/dev/null
+  rm -f "${IMAGE_DIR}"/previous-release-*.tar
+  buildah push --quiet "${PREVIOUS_IMAGE}" "docker-archive:${out}.partial:${PREVIOUS_IMAGE}"
+  mv "${out}.partial" "${out}"
+  rm -rf "${work}"
+}
+
 # The hash of everything the Dockerfile copies: a changed source file makes a new image.
 project_source_key() {
   (cd "${REPO_DIR}" && git ls-files -s Dockerfile pyproject.toml README.md protocol broker lookupd \
@@ -119,20 +139,13 @@ project_image() {
   ln -sf "${out}" "${IMAGE_DIR}/nsq-operator-current.tar"
 }
 
-# The name the chart and the operator default to (the release's), so that `helm install`
-# without image settings runs what was built here.
-project_image_name() {
-  local version
-  version="$(sed -n 's/^version = "\(.*\)"/\1/p' "${REPO_DIR}/pyproject.toml" | head -1)"
-  echo "ghcr.io/nsq-operator/nsq-operator:${version}"
-}
-
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
   started=$(date +%s)
   pause_image
   coredns_image
   python_base_image
   kube_router_image
+  previous_image
   project_image
   log "images ready in ${IMAGE_DIR} ($(( $(date +%s) - started ))s)"
 fi

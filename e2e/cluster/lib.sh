@@ -75,3 +75,11 @@ start() {
 }
 
 running() { [[ -f "${PID_DIR}/$1.pid" ]] && kill -0 "$(cat "${PID_DIR}/$1.pid")" 2>/dev/null; }
+
+# The name the chart and the operator default to (the release's), so that `helm install`
+# without image settings runs what was built here.
+project_image_name() {
+  local version
+  version="$(sed -n 's/^version = "\(.*\)"/\1/p' "${REPO_DIR}/pyproject.toml" | head -1)"
+  echo "ghcr.io/nsq-operator/nsq-operator:${version}"
+}

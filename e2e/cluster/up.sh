@@ -130,14 +130,15 @@ import_images() {
   # ctr warns on every call that cgroup v1 is deprecated: its chatter goes to the log.
   ctr() { "${BIN_DIR}/ctr" --address "${CONTAINERD_SOCKET}" -n k8s.io "$@" 2>>"${LOG_DIR}/images.log"; }
   for archive in "${IMAGE_DIR}/pause-${PAUSE_IMAGE##*:}.tar" "${IMAGE_DIR}/coredns-${COREDNS_VERSION}.tar" \
-    "${IMAGE_DIR}/kube-router-${KUBE_ROUTER_VERSION}.tar" "${IMAGE_DIR}/nsq-operator-current.tar"; do
+    "${IMAGE_DIR}/kube-router-${KUBE_ROUTER_VERSION}.tar" \
+    "${IMAGE_DIR}/previous-release-${PREVIOUS_RELEASE_REF:0:12}.tar" "${IMAGE_DIR}/nsq-operator-current.tar"; do
     [[ -s "${archive}" ]] || die "missing image archive ${archive}: run e2e/cluster/images.sh"
     ctr images import "${archive}" >>"${LOG_DIR}/images.log"
   done
   # Two more names for the project's image, as e2e/kind/up.sh loads it into kind: a rolling
   # upgrade changes spec.image from the first to the second.
   local project
-  project="$(ctr images list -q | grep '/nsq-operator:' | head -1)"
+  project="$(project_image_name)"
   for name in "${ROLLOUT_IMAGE_REPOSITORY}:e2e-1" "${ROLLOUT_IMAGE_REPOSITORY}:e2e-2"; do
     ctr images tag --force "${project}" "${name}" >/dev/null
   done
