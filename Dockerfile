@@ -2,14 +2,22 @@
 # One image for the whole system: `nsq-operator` (the default command), `nsqd`,
 # `nsqlookupd` and `nsqadmin`; the operator's StatefulSets and nsqadmin Deployment run
 # them from this same image.
-#   docker build -t nsq-operator:0.1.0 .
+#   docker build --build-arg SOURCE_DATE_EPOCH="$(git log -1 --format=%ct)" -t nsq-operator:0.1.0 .
 # Only the project and its runtime dependencies are installed: no Spark, no test tools.
+#
+# Reproducible: the same tree, base and SOURCE_DATE_EPOCH give the same image. The base is
+# an argument the release sets to python:3.11-slim@sha256:... (docs/releasing.md); the
+# versions installed are image-constraints.txt's; bytecode is compiled as unchecked-hash
+# .pyc files, which carry no timestamp; the builder clamps file times to SOURCE_DATE_EPOCH
+# (buildah --timestamp, BuildKit's rewrite-timestamp), and useradd dates the account by it.
 ARG PYTHON_IMAGE=python:3.11-slim
 
 FROM ${PYTHON_IMAGE} AS build
-ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
+ARG SOURCE_DATE_EPOCH
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore \
+    PIP_CONSTRAINT=/src/image-constraints.txt PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
-COPY pyproject.toml README.md LICENSE ./
+COPY pyproject.toml README.md LICENSE image-constraints.txt ./
 COPY protocol/ protocol/
 COPY broker/ broker/
 COPY lookupd/ lookupd/
@@ -18,19 +26,25 @@ COPY client/ client/
 COPY local/ local/
 COPY operator/ operator/
 COPY pipeline/ pipeline/
-RUN pip wheel --wheel-dir /wheels .
+# A virtual environment without pip: the final image gets the project and its
+# dependencies, not the installer. Bytecode is compiled once here, so that pods (whose
+# root file system is read-only) never compile at start.
+RUN pip wheel --wheel-dir /wheels . \
+ && python -m venv --without-pip /opt/nsq-operator \
+ && pip --python /opt/nsq-operator/bin/python install --no-compile --no-index --find-links=/wheels nsq-operator \
+ && python -m compileall -q -j 0 --invalidation-mode unchecked-hash /opt/nsq-operator/lib
 
 FROM ${PYTHON_IMAGE}
-ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
-# The wheels are mounted for the install only, so they leave no layer behind. The uid
-# is the one the operator's pods run as (runAsUser 65532); /data is nsqd's data path.
-RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    pip install --no-index --find-links=/wheels nsq-operator \
- && groupadd --system --gid 65532 nsq \
- && useradd --system --uid 65532 --gid nsq --home-dir /nonexistent --no-create-home --shell /usr/sbin/nologin nsq \
+ARG SOURCE_DATE_EPOCH
+COPY --from=build /opt/nsq-operator /opt/nsq-operator
+# The uid is the one the operator's pods run as (runAsUser 65532); /data is nsqd's data path.
+RUN groupadd --system --gid 65532 nsq \
+ && useradd --system --no-log-init --uid 65532 --gid nsq --home-dir /nonexistent --no-create-home \
+      --shell /usr/sbin/nologin nsq \
  && mkdir /data && chown nsq:nsq /data
 # Pods run with a read-only root filesystem: nothing may try to write bytecode.
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+ENV PATH=/opt/nsq-operator/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 USER 65532:65532
 WORKDIR /data
 EXPOSE 4150 4151 4160 4161 4171 8080

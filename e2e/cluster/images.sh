@@ -114,11 +114,30 @@ previous_image() {
   rm -rf "${work}"
 }
 
-# The hash of everything the Dockerfile copies: a changed source file makes a new image.
+# What the Dockerfile copies: a change to any of it makes a new image.
+PROJECT_SOURCES=(Dockerfile pyproject.toml README.md LICENSE image-constraints.txt protocol broker lookupd admin
+  client local operator pipeline)
+
+# The hash of those files, committed and not: the image's cache key.
 project_source_key() {
-  (cd "${REPO_DIR}" && git ls-files -s Dockerfile pyproject.toml README.md protocol broker lookupd \
-     admin client local operator pipeline && git diff HEAD -- Dockerfile pyproject.toml protocol broker \
-     lookupd admin client local operator pipeline) | sha256sum | cut -c1-12
+  (cd "${REPO_DIR}" && git ls-files -s "${PROJECT_SOURCES[@]}" && git diff HEAD -- "${PROJECT_SOURCES[@]}") \
+    | sha256sum | cut -c1-12
+}
+
+# The time of the last commit that changed those files: every file time and the image's
+# creation date are this, so the same sources build the same image (tests/cluster/test_image.py).
+project_source_date() {
+  git -C "${REPO_DIR}" log -1 --format=%ct -- "${PROJECT_SOURCES[@]}"
+}
+
+# build_project_image NAME: builds the Dockerfile on the local base into buildah's store.
+build_project_image() {
+  local epoch
+  epoch="$(project_source_date)"
+  buildah_has_base
+  buildah bud --quiet --layers=false --network host --pull-never --timestamp "${epoch}" \
+    --build-arg "SOURCE_DATE_EPOCH=${epoch}" --build-arg "PYTHON_IMAGE=${PYTHON_BASE_IMAGE}" \
+    --tag "$1" --file "${REPO_DIR}/Dockerfile" "${REPO_DIR}" >/dev/null
 }
 
 project_image() {
@@ -128,10 +147,7 @@ project_image() {
   name="$(project_image_name)"
   if [[ ! -s "${out}" ]]; then
     log "building the project's image from its Dockerfile (${key})"
-    buildah_has_base
-    buildah bud --quiet --layers=false --network host --pull-never \
-      --build-arg "PYTHON_IMAGE=${PYTHON_BASE_IMAGE}" --tag "${name}" \
-      --file "${REPO_DIR}/Dockerfile" "${REPO_DIR}" >/dev/null
+    build_project_image "${name}"
     rm -f "${IMAGE_DIR}"/nsq-operator-*.tar
     buildah push --quiet "${name}" "docker-archive:${out}.partial:${name}"
     mv "${out}.partial" "${out}"
