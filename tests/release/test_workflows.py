@@ -147,8 +147,14 @@ def test_the_release_publishes_what_the_operator_and_chart_name() -> None:
     assert all("version" in ([j["needs"]] if isinstance(j["needs"], str) else j["needs"])
                for name, j in jobs.items() if name != "version"), "every job waits for the tag check"
     build = step_named(release, "Build and push the image")["with"]
-    assert build["platforms"] == "linux/amd64,linux/arm64" and build["push"] is True
+    assert build["platforms"] == "linux/amd64,linux/arm64"
+    assert build["outputs"] == "type=image,push=true,rewrite-timestamp=true"
     assert build["sbom"] is True and build["provenance"] == "mode=max"
+    # reproducible: file times and the image's date are the tagged commit's
+    assert "SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)" in step_named(release, "Source date for a reproducible build")["run"]
+    # the SBOM BuildKit attached, for each platform, is a file of the GitHub release
+    assert ".SBOM" in step_named(release, "The image's SBOM as a release file")["run"]
+    assert "dist/*.spdx.json" in step_named(release, "Create the GitHub release with the CRDs")["run"]
     assert build["tags"] == "${{ env.IMAGE }}:${{ needs.version.outputs.version }}"
     assert "PYTHON_IMAGE=${{ steps.base.outputs.image }}" in build["build-args"]
     # the base is pinned by a digest resolved or given at run time, never one made up here
