@@ -4,7 +4,8 @@
 # Python from debootstrap, and on that base (buildah, from Debian's packages) kube-router
 # and the project's image from its own Dockerfile. Writes archives to ${IMAGE_DIR}; the
 # base images are cached by version, the project's image by the content of what its
-# Dockerfile copies.
+# Dockerfile copies. The project's image is built reproducibly (dated by its sources' last
+# commit) and gets an SPDX SBOM beside its archive (image_sbom.py).
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -148,11 +149,15 @@ project_image() {
   if [[ ! -s "${out}" ]]; then
     log "building the project's image from its Dockerfile (${key})"
     build_project_image "${name}"
-    rm -f "${IMAGE_DIR}"/nsq-operator-*.tar
+    rm -f "${IMAGE_DIR}"/nsq-operator-*.tar "${IMAGE_DIR}"/nsq-operator-*.spdx.json
     buildah push --quiet "${name}" "docker-archive:${out}.partial:${name}"
     mv "${out}.partial" "${out}"
   fi
+  # its SBOM (SPDX): the Debian and Python packages in the archive
+  [[ -s "${out%.tar}.spdx.json" ]] || python3 "${CLUSTER_DIR}/image_sbom.py" "${out}" --name "${name}" \
+    --out "${out%.tar}.spdx.json" >/dev/null
   ln -sf "${out}" "${IMAGE_DIR}/nsq-operator-current.tar"
+  ln -sf "${out%.tar}.spdx.json" "${IMAGE_DIR}/nsq-operator-current.spdx.json"
 }
 
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
