@@ -56,7 +56,7 @@ def _member(archive: tarfile.TarFile, name: str) -> Any:
 
 def _apply_layer(layer: tarfile.TarFile, files: dict[str, bytes]) -> None:
     for entry in layer:
-        path = PurePosixPath(entry.name.lstrip("./"))
+        path = PurePosixPath(entry.name.removeprefix("./").lstrip("/"))
         if path.name == OPAQUE:
             prefix = f"{path.parent.as_posix()}/"
             for name in [n for n in files if n.startswith(prefix)]:
