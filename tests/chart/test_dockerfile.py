@@ -1,6 +1,7 @@
 """The image, checked without a Docker engine: its base and user, what its build context
-holds, and that its build stage turns that context into a wheel with the nsqd,
-nsqlookupd and nsq-operator commands and no Spark or test dependencies."""
+holds, that its build stage turns that context into a wheel with the nsqd, nsqlookupd and
+nsq-operator commands and no Spark or test dependencies, installed into a venv without pip
+at the versions image-constraints.txt pins (tests/cluster/test_image.py builds it)."""
 from __future__ import annotations
 
 import shutil
@@ -53,13 +54,35 @@ def test_the_image_is_python_311_slim_run_as_the_pods_user(helm: Helm) -> None:
 
 def test_the_image_installs_only_the_wheels_built_from_the_project() -> None:
     build, final = build_and_final()
-    assert any("pip wheel --wheel-dir /wheels ." in run.arguments for run in build.all("RUN"))
-    install = [run.arguments for run in final.all("RUN") if "pip install" in run.arguments]
-    assert len(install) == 1
-    assert "--mount=type=bind,from=build,source=/wheels,target=/wheels" in install[0]
-    assert "pip install --no-index --find-links=/wheels nsq-operator " in install[0]
-    assert "[" not in install[0]  # no extras: neither spark nor test
-    assert "/wheels" not in " ".join(i.arguments for i in final.all("COPY"))  # no wheel layer left
+    [run] = [run.arguments for run in build.all("RUN") if "pip wheel" in run.arguments]
+    assert "pip wheel --wheel-dir /wheels ." in run
+    # into a venv without pip, from the project's wheels only, no extras (neither spark nor test)
+    assert "python -m venv --without-pip /opt/nsq-operator" in run
+    assert "pip --python /opt/nsq-operator/bin/python install --no-compile --no-index --find-links=/wheels nsq-operator " in run
+    assert "--invalidation-mode unchecked-hash /opt/nsq-operator" in run  # bytecode without timestamps
+    assert "nsq-operator[" not in run
+    # the image takes the venv alone: no pip runs in it, no wheel layer is left
+    assert not [r for r in final.all("RUN") if "pip" in r.arguments]
+    assert [c.arguments for c in final.all("COPY")] == ["--from=build /opt/nsq-operator /opt/nsq-operator"]
+    [env] = [e.arguments for e in final.all("ENV") if "PATH=" in e.arguments]
+    assert "PATH=/opt/nsq-operator/bin:" in env and "PYTHONDONTWRITEBYTECODE=1" in env
+
+
+def test_every_dependency_is_pinned_for_the_image() -> None:
+    from packaging.requirements import Requirement
+
+    build, _ = build_and_final()
+    assert any("PIP_CONSTRAINT=/src/image-constraints.txt" in e.arguments for e in build.all("ENV"))
+    lines = (ROOT / "image-constraints.txt").read_text(encoding="utf-8").splitlines()
+    pins = {Requirement(line).name.lower().replace("_", "-"): Requirement(line) for line in lines
+            if line and not line.startswith("#")}
+    assert all(str(pin.specifier).startswith("==") for pin in pins.values())
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    wanted = [Requirement(d) for d in project["project"]["dependencies"] + project["build-system"]["requires"]]
+    for requirement in wanted:
+        pin = pins[requirement.name.lower().replace("_", "-")]
+        version = str(pin.specifier).removeprefix("==")
+        assert requirement.specifier.contains(version), f"{pin} is outside pyproject.toml's {requirement}"
 
 
 def test_the_build_copies_every_package_folder_and_only_the_context_holds_them() -> None:
@@ -67,7 +90,7 @@ def test_the_build_copies_every_package_folder_and_only_the_context_holds_them()
     where = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"]["find"]["where"]
     sources = copied_sources(build)
     license_files = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["license-files"]
-    assert set(where) | {"pyproject.toml", "README.md", *license_files} == set(sources)
+    assert set(where) | {"pyproject.toml", "README.md", "image-constraints.txt", *license_files} == set(sources)
     files = context_files()
     for source in sources:
         assert any(f == source or f.startswith(source + "/") for f in files), f"{source} is not in the build context"
