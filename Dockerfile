@@ -2,7 +2,10 @@
 # One image for the whole system: `nsq-operator` (the default command), `nsqd`,
 # `nsqlookupd` and `nsqadmin`; the operator's StatefulSets and nsqadmin Deployment run
 # them from this same image.
-#   docker build --build-arg SOURCE_DATE_EPOCH="$(git log -1 --format=%ct)" -t nsq-operator:0.1.0 .
+#   docker build -t nsq-operator:0.1.0 .
+# and reproducibly (BuildKit 0.13 or later; buildah: --timestamp, as e2e/cluster/images.sh):
+#   docker buildx build --build-arg SOURCE_DATE_EPOCH="$(git log -1 --format=%ct)" \
+#     --output type=docker,rewrite-timestamp=true,name=nsq-operator:0.1.0 .
 # Only the project and its runtime dependencies are installed: no Spark, no test tools.
 #
 # Reproducible: the same tree, base and SOURCE_DATE_EPOCH give the same image. The base is
