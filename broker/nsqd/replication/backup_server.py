@@ -63,18 +63,24 @@ class BackupConnection(asyncio.Protocol):
             raise wire.WireError(f"unexpected {kind.name} from an owner")
 
     def _answer_pull(self, seq: int, owner: str) -> None:
-        out = []
-        for topic, shard in self.store.shards.get(owner, {}).items():
-            out.append(wire.pulled(owner, wire.channels(topic, shard.channels)))
-            entries: list[Entry] = list(shard.messages.values())
-            for start in range(0, len(entries), PULL_BATCH):
-                out.append(wire.pulled(owner, wire.append(0, topic, entries[start:start + PULL_BATCH])))
-            for channel, ids in shard.finished.items():
-                if ids:
-                    out.append(wire.pulled(owner, wire.fin(topic, channel, sorted(ids))))
-        out.append(wire.done(seq))
-        self._write(b"".join(out))
+        self._write(b"".join(pull_answer(self.store, owner)) + wire.done(seq))
 
     def _write(self, data: bytes) -> None:
         if self._transport is not None:
             self._transport.write(data)
+
+
+def pull_answer(store: ReplicaStore, owner: str) -> list[bytes]:
+    """Every copy ``store`` holds of ``owner``'s messages, as PULLED frames: per topic its
+    channels, its messages, then what each channel finished (applied in that order, they
+    rebuild the same shard)."""
+    out = []
+    for topic, shard in store.shards.get(owner, {}).items():
+        out.append(wire.pulled(owner, wire.channels(topic, shard.channels)))
+        entries: list[Entry] = list(shard.messages.values())
+        for start in range(0, len(entries), PULL_BATCH):
+            out.append(wire.pulled(owner, wire.append(0, topic, entries[start:start + PULL_BATCH])))
+        for channel, ids in shard.finished.items():
+            if ids:
+                out.append(wire.pulled(owner, wire.fin(topic, channel, sorted(ids))))
+    return out

@@ -1,19 +1,17 @@
-"""One owner's connection to one backup: frames out in order, answers in.
-
-Every frame sent stays in a resend buffer until the backup acknowledges an APPEND after
-it, and is sent again, in order, when the connection comes back: a backup that was
-away for a moment misses nothing. Past ``max_buffered`` bytes the oldest are dropped and
-the backup is reported behind (``missed``), never dropped from the quorum."""
+"""One node's connection to one peer: frames out in order (to a backup: every frame kept
+in a ``ResendBuffer`` and sent again when the connection comes back, so a backup away
+for a moment misses nothing), answers in, and a PING each tick so the peer knows we
+are alive."""
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
 from typing import Callable
 
 from nsq_protocol.host_port import split_dial_address
 
 from . import wire
+from .resend import ResendBuffer
 from .wire import Frame, Kind
 
 log = logging.getLogger("nsqd")
@@ -22,21 +20,13 @@ RECONNECT_DELAY = 0.2
 
 
 class PeerLink(asyncio.Protocol):
-    def __init__(self, node: str, peer: str, *, ping_interval: float, max_buffered: int,
+    def __init__(self, node: str, peer: str, *, max_buffered: int,
                  on_frame: Callable[[str, Frame], None], greeting: Callable[[], list[bytes]]) -> None:
         self.node = node
         self.peer = peer
-        self.ping_interval = ping_interval
-        self.max_buffered = max_buffered
         self._on_frame = on_frame
         self._greeting = greeting  # frames a fresh connection starts with (CHANNELS)
-        # (acked-through needed to drop it, frame): an APPEND seq n goes once ACK >= n,
-        # a FIN or CHANNELS sent after APPEND n once ACK >= n + 1
-        self._unacked: deque[tuple[int, bytes]] = deque()
-        self._buffered = 0
-        self._last_seq = 0
-        self.acked_through = 0
-        self.missed = 0  # frames dropped from the resend buffer: this backup is behind
+        self.unacked = ResendBuffer(max_buffered)
         self.connected = False
         self.connects = 0
         self._transport: asyncio.Transport | None = None
@@ -47,32 +37,25 @@ class PeerLink(asyncio.Protocol):
 
     # -- sending ----------------------------------------------------------------
     def send_append(self, seq: int, frame: bytes) -> None:
-        self._last_seq = seq
-        self._keep(seq, frame)
+        self.unacked.keep_append(seq, frame)
+        if self._transport is not None:
+            self._transport.write(frame)
 
     def send_after(self, frame: bytes) -> None:
         """A FIN or CHANNELS: ordered after the APPENDs already sent."""
-        self._keep(self._last_seq + 1, frame)
+        self.unacked.keep_after(frame)
+        if self._transport is not None:
+            self._transport.write(frame)
 
     def send_once(self, frame: bytes) -> None:
         """PING, PULL: not worth resending."""
         if self._transport is not None:
             self._transport.write(frame)
 
-    def _keep(self, drop_at: int, frame: bytes) -> None:
-        self._unacked.append((drop_at, frame))
-        self._buffered += len(frame)
-        while self._buffered > self.max_buffered and len(self._unacked) > 1:
-            _, old = self._unacked.popleft()
-            self._buffered -= len(old)
-            self.missed += 1
-        if self._transport is not None:
-            self._transport.write(frame)
-
     @property
     def lag(self) -> int:
         """Frames sent and not yet known to be held by the backup."""
-        return len(self._unacked)
+        return len(self.unacked)
 
     # -- connection -------------------------------------------------------------
     def start(self) -> None:
@@ -98,7 +81,9 @@ class PeerLink(asyncio.Protocol):
         self.connected = True
         self.connects += 1
         log.info("REPLICATION: connected to %s", self.peer)
-        out = [wire.hello(self.node), *self._greeting(), *(frame for _, frame in self._unacked)]
+        # what the backup may have missed, in the order sent, then the channels as they
+        # are now (a restarted owner's backups learn them before its next FIN)
+        out = [wire.hello(self.node), *self.unacked.frames(), *self._greeting()]
         self._transport.write(b"".join(out))  # type: ignore[union-attr]
 
     def data_received(self, data: bytes) -> None:
@@ -112,14 +97,8 @@ class PeerLink(asyncio.Protocol):
             return
         for frame in frames:
             if frame.kind is Kind.ACK:
-                self._acked(frame.seq)
+                self.unacked.acked(frame.seq)
             self._on_frame(self.peer, frame)
-
-    def _acked(self, through: int) -> None:
-        self.acked_through = max(self.acked_through, through)
-        unacked = self._unacked
-        while unacked and unacked[0][0] <= through:
-            self._buffered -= len(unacked.popleft()[1])
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.connected:

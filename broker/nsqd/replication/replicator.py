@@ -46,7 +46,7 @@ class Replicator:
         self.store = ReplicaStore(nsqd.data_path, durable=o.sync_before_ack)
         self.tracker = AckTracker()
         self._seqs = itertools.count(1)
-        self.links = {peer: PeerLink(self.node, peer, ping_interval=self.ping_interval,
+        self.links = {peer: PeerLink(self.node, peer,
                                      max_buffered=o.replication_buffer_bytes,
                                      on_frame=self._from_backup, greeting=self._greeting)
                       for peer in self.backups}
@@ -78,7 +78,7 @@ class Replicator:
             if peer == self.node:
                 continue
             link = self.links.get(peer) or PeerLink(
-                self.node, peer, ping_interval=self.ping_interval, max_buffered=0,
+                self.node, peer, max_buffered=0,
                 on_frame=self._from_backup, greeting=list)
             self._pinger[peer] = link
             link.start()
@@ -221,8 +221,8 @@ class Replicator:
             "replicas": self.replicas,
             "quorum": ring.quorum(self.replicas),
             "waiting_publishes": len(self.tracker),
-            "backups": [{"peer": peer, "connected": link.connected, "acked_through": link.acked_through,
-                         "lag_frames": link.lag, "missed_frames": link.missed, "connects": link.connects}
+            "backups": [{"peer": peer, "connected": link.connected, "acked_through": link.unacked.acked_through,
+                         "lag_frames": link.lag, "missed_frames": link.unacked.missed, "connects": link.connects}
                         for peer, link in self.links.items()],
             "peers": [{"peer": peer, "alive": self.alive(peer)} for peer in self.peers],
             "held_copies": {owner: self.store.held(owner) for owner in self.store.shards},

@@ -66,7 +66,13 @@ class ReplicaStore:
         self._unwritten.setdefault(owner, []).append(raw)
 
     def merge(self, owner: str, frame: Frame) -> None:
-        """Another backup's copy of an owner's frame, for an adoption: memory only."""
+        """Another backup's copy of an owner's frame, for an adoption: memory only. Its
+        channel list may be older or newer than ours: the union owes no channel less."""
+        if frame.kind is Kind.CHANNELS:
+            shard = self.shards.setdefault(owner, {}).setdefault(frame.topic, Shard())
+            known = set(shard.channels)
+            shard.set_channels(shard.channels + [c for c in frame.channels if c not in known])
+            return
         self._apply(owner, frame)
 
     def _apply(self, owner: str, frame: Frame) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Callable
 
 
 class ReplicationError(Exception):
@@ -22,15 +23,20 @@ class _Waiting:
     acked: set[str] = field(default_factory=set)
 
 
+def _running_loop_future() -> "asyncio.Future[None]":
+    return asyncio.get_running_loop().create_future()
+
+
 class AckTracker:
-    def __init__(self) -> None:
+    def __init__(self, new_future: Callable[[], "asyncio.Future[None]"] = _running_loop_future) -> None:
+        self._new_future = new_future
         self._waiting: OrderedDict[int, _Waiting] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._waiting)
 
     def add(self, seq: int, need: int, backups: tuple[str, ...], deadline: float) -> "asyncio.Future[None]":
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        future = self._new_future()
         if need <= 0:
             future.set_result(None)
         else:
