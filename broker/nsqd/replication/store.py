@@ -90,7 +90,7 @@ class ReplicaStore:
         self._unwritten.pop(owner, None)
         fd = self._fds.pop(owner, None)
         if fd is not None:
-            os.close(fd)
+            self._close_fd(fd)
         self._sizes.pop(owner, None)
         try:
             os.unlink(os.path.join(self.path, _file_name(owner)))
@@ -109,21 +109,39 @@ class ReplicaStore:
             self._committing = True
             asyncio.get_running_loop().create_task(self._commit())
 
+    def _close_fd(self, fd: int) -> None:
+        """A log's descriptor closed, after the fsync of a commit under way if any (its
+        thread may be using it)."""
+        if self._committing:
+            self._waiting.append(lambda: os.close(fd))
+        else:
+            os.close(fd)
+
     async def _commit(self) -> None:
         try:
             await asyncio.sleep(0)  # the rest of this read's frames join the round
             while self._waiting:
                 callbacks, self._waiting = self._waiting, []
-                fds = self._write()
-                if self.durable and fds:
-                    await asyncio.to_thread(lambda: [os.fsync(fd) for fd in fds])
+                try:
+                    written = self._write()
+                    if self.durable and written:
+                        fds = [self._fds[owner] for owner in written]
+                        await asyncio.to_thread(lambda: [os.fsync(fd) for fd in fds])
+                    for owner in written:
+                        if self._sizes.get(owner, 0) > COMPACT_BYTES and self.held(owner) == 0:
+                            self._compact(owner)
+                except OSError as e:
+                    # nothing is acknowledged: the owners' publishes fail at their deadline
+                    log.error("REPLICATION: writing copies failed: %s", e)
+                    continue
                 for callback in callbacks:
                     callback()
         finally:
             self._committing = False
 
-    def _write(self) -> list[int]:
-        fds = []
+    def _write(self) -> list[str]:
+        """Write what was applied since the last commit; the owners written."""
+        written = []
         for owner, chunks in self._unwritten.items():
             if not chunks:
                 continue
@@ -131,11 +149,9 @@ class ReplicaStore:
             data = b"".join(chunks)
             os.write(fd, data)
             self._sizes[owner] = self._sizes.get(owner, 0) + len(data)
-            fds.append(fd)
-            if self._sizes[owner] > COMPACT_BYTES and self.held(owner) == 0:
-                self._compact(owner)
+            written.append(owner)
         self._unwritten.clear()
-        return fds
+        return written
 
     def _fd(self, owner: str) -> int:
         fd = self._fds.get(owner)
@@ -163,7 +179,7 @@ class ReplicaStore:
             f.flush()
             os.fsync(f.fileno())
         os.replace(temp, path)
-        os.close(self._fds.pop(owner))
+        self._close_fd(self._fds.pop(owner))
         self._sizes[owner] = len(data)
         self.shards[owner] = {t: s for t, s in self.shards[owner].items() if s.channels}
 
