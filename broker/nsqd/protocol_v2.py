@@ -551,6 +551,9 @@ class V2Protocol(asyncio.Protocol):
         client.published(topic_name, len(bodies))
         synced = nsqd.durable_barrier()
         if replicated is not None:
+            if synced is None and not self._busy and isinstance(replicated, asyncio.Future):
+                self._answer_once_replicated(command, replicated, 1)
+                return None
             return self._ok_once_replicated(command, synced, replicated)
         if synced is None:
             return OK
@@ -593,17 +596,35 @@ class V2Protocol(asyncio.Protocol):
         except DiskQueueError as e:
             self._send_error(ProtocolError(E.E_PUB_FAILED, f"PUB failed {e}"))
             return
-        assert replicated is not None
+        assert isinstance(replicated, asyncio.Future)
         client.published(topic.name, len(bodies))
+        self._answer_once_replicated("PUB", replicated, len(bodies))
+
+    def _answer_once_replicated(self, command: str, replicated: "asyncio.Future[None]", oks: int) -> None:
+        """Read no further command until a quorum holds the messages, then answer ``oks``
+        OKs (or the failure) and go on: a callback, not a task, for each publish."""
         self._busy = True
         if self.transport is not None:
             self.transport.pause_reading()
-        asyncio.ensure_future(self._finish_async(self._oks_once_replicated(len(bodies), replicated)))
+        replicated.add_done_callback(lambda done: self._replicated(command, done, oks))
 
-    async def _oks_once_replicated(self, count: int, replicated: Awaitable[None]) -> None:
-        await self._ok_once_replicated("PUB", None, replicated)
-        assert self.client is not None
-        self.client.write(_OK_FRAME * count)
+    def _replicated(self, command: str, done: "asyncio.Future[None]", oks: int) -> None:
+        self._busy = False
+        self._last_read = time.monotonic()  # the read deadline starts again after the command
+        client = self.client
+        if self._dead or client is None:
+            return
+        error = done.exception() if not done.cancelled() else ReplicationError("cancelled")
+        if error is None:
+            client.write(_OK_FRAME * oks)
+        else:
+            err = ProtocolError(_failed(command), f"{command} failed {error}")
+            self._send_error(err)
+            if err.fatal:
+                return
+        if self.transport is not None:
+            self.transport.resume_reading()
+        self._process()
 
     async def _ok_once_synced(self, command: str, code: str, synced: Awaitable[None]) -> bytes:
         """Durable mode: OK only once the messages are fsynced (the next group commit)."""

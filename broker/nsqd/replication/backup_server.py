@@ -22,6 +22,7 @@ class BackupConnection(asyncio.Protocol):
         self._heard = heard
         self._known = known
         self.owner: str | None = None
+        self._ack_due = 0  # the highest APPEND committed and not yet acknowledged
         self._decoder = wire.Decoder()
         self._transport: asyncio.Transport | None = None
 
@@ -54,13 +55,23 @@ class BackupConnection(asyncio.Protocol):
         if kind is Kind.APPEND:
             self.store.apply(self.owner, frame, raw)
             seq = frame.seq
-            self.store.after_commit(lambda: self._write(wire.ack(seq)))
+            self.store.after_commit(lambda: self._committed(seq))
         elif kind in (Kind.FIN, Kind.CHANNELS):
             self.store.apply(self.owner, frame, raw)
         elif kind is Kind.PULL:
             self._answer_pull(frame.seq, frame.name)
         elif kind is not Kind.PING:
             raise wire.WireError(f"unexpected {kind.name} from an owner")
+
+    def _committed(self, seq: int) -> None:
+        """One ACK for all the APPENDs a commit made durable (ACKs are cumulative)."""
+        if not self._ack_due:
+            asyncio.get_running_loop().call_soon(self._send_ack)
+        self._ack_due = max(self._ack_due, seq)
+
+    def _send_ack(self) -> None:
+        seq, self._ack_due = self._ack_due, 0
+        self._write(wire.ack(seq))
 
     def _answer_pull(self, seq: int, owner: str) -> None:
         self._write(b"".join(pull_answer(self.store, owner)) + wire.done(seq))

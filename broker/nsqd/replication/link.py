@@ -34,23 +34,34 @@ class PeerLink(asyncio.Protocol):
         self._task: asyncio.Task[None] | None = None
         self._lost: asyncio.Event = asyncio.Event()
         self._closing = False
+        self._outgoing: list[bytes] = []  # written together at the end of this loop turn
 
     # -- sending ----------------------------------------------------------------
     def send_append(self, seq: int, frame: bytes) -> None:
         self.unacked.keep_append(seq, frame)
-        if self._transport is not None:
-            self._transport.write(frame)
+        self._send(frame)
 
     def send_after(self, frame: bytes) -> None:
         """A FIN or CHANNELS: ordered after the APPENDs already sent."""
         self.unacked.keep_after(frame)
-        if self._transport is not None:
-            self._transport.write(frame)
+        self._send(frame)
 
     def send_once(self, frame: bytes) -> None:
         """PING, PULL: not worth resending."""
-        if self._transport is not None:
-            self._transport.write(frame)
+        self._send(frame)
+
+    def _send(self, frame: bytes) -> None:
+        """Frames of one loop turn (many publishers' at once) leave in one write."""
+        if self._transport is None:
+            return
+        if not self._outgoing:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._outgoing.append(frame)
+
+    def _flush(self) -> None:
+        frames, self._outgoing = self._outgoing, []
+        if self._transport is not None and frames:
+            self._transport.write(b"".join(frames) if len(frames) > 1 else frames[0])
 
     @property
     def lag(self) -> int:
@@ -84,6 +95,7 @@ class PeerLink(asyncio.Protocol):
         # what the backup may have missed, in the order sent, then the channels as they
         # are now (a restarted owner's backups learn them before its next FIN)
         out = [wire.hello(self.node), *self.unacked.frames(), *self._greeting()]
+        self._outgoing = []  # in the resend buffer already, or not worth resending
         self._transport.write(b"".join(out))  # type: ignore[union-attr]
 
     def data_received(self, data: bytes) -> None:
