@@ -97,3 +97,9 @@ def _decode(data: bytes) -> list[wire.Frame]:
     decoder = wire.Decoder()
     decoder.feed(data)
     return decoder.frames()
+
+
+@given(st.integers(0, 2**64 - 1), names, st.lists(st.binary(min_size=26, max_size=100), max_size=5),
+       st.integers(0, 2**63 - 1))
+def test_a_fresh_publish_encodes_as_its_entries_would(seq, topic, payloads, due) -> None:
+    assert wire.append_fresh(seq, topic, payloads, due) == wire.append(seq, topic, [Entry(p, due) for p in payloads])

@@ -21,7 +21,7 @@ from .backup_server import BackupConnection
 from .link import PeerLink
 from .store import ReplicaStore
 from .tracker import AckTracker
-from .wire import Entry, Frame, Kind
+from .wire import Frame, Kind
 
 if TYPE_CHECKING:
     from ..nsqd import NSQD
@@ -100,7 +100,7 @@ class Replicator:
         """Copies of fresh messages to this node's backups; resolves once a quorum holds them."""
         seq = next(self._seqs)
         defer_until = int((time.time() + defer) * 1000) if defer > 0 else 0
-        frame = wire.append(seq, topic, [Entry(p, defer_until) for p in payloads])
+        frame = wire.append_fresh(seq, topic, payloads, defer_until)
         for link in self.links.values():
             link.send_append(seq, frame)
         return self.tracker.add(seq, self.need, tuple(self.links), time.monotonic() + self.timeout)

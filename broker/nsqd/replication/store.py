@@ -107,7 +107,11 @@ class ReplicaStore:
         self._waiting.append(callback)
         if not self._committing:
             self._committing = True
-            asyncio.get_running_loop().create_task(self._commit())
+            loop = asyncio.get_running_loop()
+            if self.durable:
+                loop.create_task(self._commit())
+            else:  # nothing to wait for: no task, the rest of this turn's frames join
+                loop.call_soon(self._commit_unsynced)
 
     def _close_fd(self, fd: int) -> None:
         """A log's descriptor closed, after the fsync of a commit under way if any (its
@@ -118,18 +122,18 @@ class ReplicaStore:
             os.close(fd)
 
     async def _commit(self) -> None:
+        """Durable mode: write, fsync in a worker thread, then answer; again while more
+        frames arrived meanwhile."""
         try:
             await asyncio.sleep(0)  # the rest of this read's frames join the round
             while self._waiting:
                 callbacks, self._waiting = self._waiting, []
                 try:
                     written = self._write()
-                    if self.durable and written:
+                    if written:
                         fds = [self._fds[owner] for owner in written]
                         await asyncio.to_thread(lambda: [os.fsync(fd) for fd in fds])
-                    for owner in written:
-                        if self._sizes.get(owner, 0) > COMPACT_BYTES and self.held(owner) == 0:
-                            self._compact(owner)
+                    self._compact_emptied(written)
                 except OSError as e:
                     # nothing is acknowledged: the owners' publishes fail at their deadline
                     log.error("REPLICATION: writing copies failed: %s", e)
@@ -138,6 +142,25 @@ class ReplicaStore:
                     callback()
         finally:
             self._committing = False
+
+    def _commit_unsynced(self) -> None:
+        try:
+            while self._waiting:
+                callbacks, self._waiting = self._waiting, []
+                try:
+                    self._compact_emptied(self._write())
+                except OSError as e:
+                    log.error("REPLICATION: writing copies failed: %s", e)
+                    continue
+                for callback in callbacks:
+                    callback()
+        finally:
+            self._committing = False
+
+    def _compact_emptied(self, written: list[str]) -> None:
+        for owner in written:
+            if self._sizes.get(owner, 0) > COMPACT_BYTES and self.held(owner) == 0:
+                self._compact(owner)
 
     def _write(self) -> list[str]:
         """Write what was applied since the last commit; the owners written."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import NamedTuple, Sequence
 
 MSG_ID_LENGTH = 16
 MAX_FRAME = 64 * 1024 * 1024  # an MPUB is at most --max-body-size: far below this
@@ -36,8 +37,9 @@ class WireError(Exception):
     """A frame that cannot be decoded: the link is closed."""
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
+    """One message's copy: its payload and, for a DPUB, when it is due (ms since the
+    epoch; 0: at once). A tuple: a backup makes one per message it receives."""
     payload: bytes
     defer_until_ms: int = 0
 
@@ -73,6 +75,17 @@ def append(seq: int, topic: str, entries: list[Entry]) -> bytes:
     for entry in entries:
         parts.append(_ENTRY.pack(entry.defer_until_ms, len(entry.payload)))
         parts.append(entry.payload)
+    return _framed(Kind.APPEND, b"".join(parts))
+
+
+def append_fresh(seq: int, topic: str, payloads: Sequence[bytes], defer_until_ms: int) -> bytes:
+    """An owner's publish: ``append`` of payloads that share one due time, without an
+    ``Entry`` each."""
+    parts = [_U64.pack(seq), _text(topic), _U32.pack(len(payloads))]
+    pack = _ENTRY.pack
+    for payload in payloads:
+        parts.append(pack(defer_until_ms, len(payload)))
+        parts.append(payload)
     return _framed(Kind.APPEND, b"".join(parts))
 
 
