@@ -234,7 +234,7 @@ class NSQD:
                           on_ephemeral_empty=self._ephemeral_channel_empty)
         if self.options.e2e_processing_latency_percentiles:
             channel.e2e_latency = LatencyWindow(self.options.e2e_processing_latency_window_time)
-        if topic.replicated and self.replicator is not None:
+        if topic.replicated and not ephemeral and self.replicator is not None:
             channel.on_finished = self.replicator.finished
         return channel
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("nsqd")
 
 PULL_TIMEOUT = 5.0  # a survivor's copies it is asked for during an adoption
+STARTUP_GRACE = 4  # failover timeouts added, at start, for peers not heard from yet
 
 
 class Replicator:
@@ -50,9 +51,11 @@ class Replicator:
                                      max_buffered=o.replication_buffer_bytes,
                                      on_frame=self._from_backup, greeting=self._greeting)
                       for peer in self.backups}
-        # every peer pings us through its own link: heard[peer] is when we last heard it
-        started = time.monotonic()
-        self.heard: dict[str, float] = {peer: started for peer in self.peers if peer != self.node}
+        # every peer pings us through its own link: heard[peer] is when we last heard it.
+        # A peer not heard since our start gets STARTUP_GRACE failover timeouts more: in
+        # a whole-cluster restart the first nsqd up must not adopt the others' messages.
+        assumed = time.monotonic() + STARTUP_GRACE * self.failover_timeout
+        self.heard: dict[str, float] = {peer: assumed for peer in self.peers if peer != self.node}
         self.adopted: dict[str, int] = {}  # owner -> messages adopted from it
         self._adopting: set[str] = set()
         self._pulls: dict[int, asyncio.Future[None]] = {}
@@ -141,7 +144,7 @@ class Replicator:
     # -- liveness and adoption -----------------------------------------------------------
     def _heard(self, peer: str) -> None:
         if peer in self.heard:
-            self.heard[peer] = time.monotonic()
+            self.heard[peer] = time.monotonic()  # the start-up grace ends with the first word
 
     def alive(self, peer: str) -> bool:
         return peer == self.node or time.monotonic() - self.heard.get(peer, 0.0) < self.failover_timeout
