@@ -4,6 +4,7 @@ publishes is killed with kill -9 and its data directory deleted, the survivors d
 every acknowledged message, and none that a channel had finished before the kill."""
 from __future__ import annotations
 
+import asyncio
 import shutil
 from pathlib import Path
 from typing import Callable, Iterator
@@ -143,3 +144,29 @@ async def test_without_a_quorum_a_publish_fails_and_with_one_back_it_succeeds(cl
     first.start()  # one backup back: 2 of 3 copies again
     wait_for(lambda: any(b["connected"] for b in c.replication(0)["backups"]), 10, message="a backup back")
     assert (await publish(owner.tcp_address, "t", [b"after"])).acked == [b"after"]
+
+
+async def test_a_whole_cluster_restart_adopts_nothing(cluster) -> None:
+    """The first nsqd back up waits for the others longer than a failover timeout: it
+    holds copies of their messages, but they are only booting, not lost."""
+    c = cluster(3, replication_failover_timeout="2s")  # lost after 2 s; 10 s at start
+    owner, backup, _ = c.nodes
+    bodies = [b"kept-%03d" % i for i in range(100)]
+    assert (await publish(owner.tcp_address, "kept", bodies, batch=10)).acked == bodies
+    for node in c.nodes:
+        assert node.stop() == 0
+    backup.start()
+    assert backup.get_json("/replication")["held_copies"] == {c.peers[0]: 100}
+    # well past one failover timeout, within the grace
+    deadline = asyncio.get_running_loop().time() + 2.5
+    while asyncio.get_running_loop().time() < deadline:
+        assert backup.get_json("/replication")["adopted"] == {}
+        await asyncio.sleep(0.1)
+    owner.start()
+    wait_for(lambda: backup.get_json("/replication")["peers"][0]["alive"], 10, message="the owner heard")
+    consumer = await Consumer(owner.tcp_address, "kept", "c", rdy=100).start()
+    await consumer.wait_until(lambda: set(bodies) <= consumer.bodies(), 20, "the owner's own messages")
+    await consumer.quiesce()
+    await consumer.stop()
+    assert backup.get_json("/replication")["adopted"] == {}
+    assert len(consumer.deliveries) == 100
