@@ -178,7 +178,7 @@ class NSQD:
 
     def _publish_replicated(self, topic: Topic, bodies: Sequence[bytes], defer: float) -> Awaitable[None]:
         assert self.replicator is not None
-        payloads = [self.new_payload(body) for body in bodies]
+        payloads = self.new_payloads(bodies)  # an MPUB's as one run, as unreplicated
         if defer > 0:
             msg = Message.from_payload(payloads[0])
             msg.defer = defer
