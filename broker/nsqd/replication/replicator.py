@@ -178,6 +178,9 @@ class Replicator:
             self.adopted[owner] = self.adopted.get(owner, 0) + count
             self.store.drop(owner)
             log.warning("REPLICATION: %s lost: adopted %d of its messages", owner, count)
+        except Exception:
+            # the copies stay: the next tick tries again (what was put already comes twice)
+            log.exception("REPLICATION: adopting the messages of %s failed", owner)
         finally:
             self._adopting.discard(owner)
 

@@ -208,6 +208,8 @@ class ReplicaStore:
 
     def close(self) -> None:
         self._write()
+        if self._committing:
+            return  # a commit's thread may still fsync them: they close with the process
         for fd in self._fds.values():
             os.close(fd)
         self._fds.clear()
