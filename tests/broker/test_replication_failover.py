@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import time
 from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
 
 from nsq_protocol.commands import encode_mpub_body
-from tests.broker.load import Consumer, Fin, Hold, V2Connection, publish
+from tests.broker.load import Consumer, Fin, Hold, V2Connection, dpub, publish
 from tests.servers import Nsqd, free_port, http, wait_for
 
 pytestmark = pytest.mark.timeout(90)
@@ -113,16 +114,21 @@ async def test_killed_owner_is_replaced_by_a_backup_that_delivers_what_was_not_f
 async def test_a_publish_acknowledged_the_instant_before_kill_9_is_delivered(cluster) -> None:
     c = cluster(2)
     owner, adopter, _ = c.nodes
+    later = [b"later-%d" % i for i in range(5)]
+    deferred_at = time.time()
+    assert await dpub(owner.tcp_address, "fresh", 4000, later) == later
     bodies = [b"now-%05d" % i for i in range(3000)]
     acked = (await publish(owner.tcp_address, "fresh", bodies, batch=100)).acked
     assert acked == bodies
     owner.kill()  # the instant the last OK arrived; no channel existed: the topic held them
     shutil.rmtree(owner.workdir / "data")
     after = await Consumer(adopter.tcp_address, "fresh", "late", rdy=500).start()
-    await after.wait_until(lambda: set(acked) <= after.bodies(), 30, "every acknowledged message")
+    await after.wait_until(lambda: set(acked + later) <= after.bodies(), 30, "every acknowledged message")
     await after.quiesce()
     await after.stop()
-    assert len(after.deliveries) == len(acked)
+    assert len(after.deliveries) == len(acked) + len(later)
+    # a DPUB's copy keeps its due time: the adopter held it back for what was left
+    assert min(d.at for d in after.deliveries if d.body in later) >= deferred_at + 4 - 0.1
 
 
 async def test_without_a_quorum_a_publish_fails_and_with_one_back_it_succeeds(cluster) -> None:
