@@ -12,8 +12,10 @@ from typing import Any
 
 from tests.servers import Nsqd
 
-BRIDGE = "nsq33br"
-PREFIX = "10.233.33."
+# unique per process, so two runs on one machine (two worktrees) do not meet
+_TAG = os.getpid() % 100000
+BRIDGE = f"nsqbr{_TAG}"
+PREFIX = f"10.233.{_TAG % 250}."
 HOST_IP = PREFIX + "254"
 
 
@@ -26,8 +28,8 @@ def available() -> bool:
 
 
 class Namespaces:
-    """``count`` namespaces ``nsq33-<pid>-<i>`` with addresses 10.233.33.1...; ``close``
-    removes every one of them and the bridge."""
+    """``count`` namespaces ``nsq33-<pid>-<i>`` with addresses 10.233.<pid % 250>.1...;
+    ``close`` removes every one of them and the bridge."""
 
     def __init__(self, count: int) -> None:
         self.names = [f"nsq33-{os.getpid()}-{i}" for i in range(count)]
@@ -47,7 +49,7 @@ class Namespaces:
         for i, (name, ip) in enumerate(zip(self.names, self.ips)):
             _run("ip", "netns", "add", name)
             self._made.append(name)
-            host_end, inner_end = f"v33h{i}", f"v33n{i}"
+            host_end, inner_end = f"v{_TAG}h{i}", f"v{_TAG}n{i}"
             _run("ip", "link", "add", host_end, "type", "veth", "peer", "name", inner_end)
             _run("ip", "link", "set", inner_end, "netns", name)
             _run("ip", "link", "set", host_end, "master", BRIDGE, "up")
