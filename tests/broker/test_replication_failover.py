@@ -176,3 +176,22 @@ async def test_a_whole_cluster_restart_adopts_nothing(cluster) -> None:
     await consumer.stop()
     assert backup.get_json("/replication")["adopted"] == {}
     assert len(consumer.deliveries) == 100
+
+
+async def test_an_owner_replaced_at_once_with_an_empty_disk_still_has_its_messages_adopted(cluster) -> None:
+    """The replacement comes back before its backups called the old one lost: with an
+    empty data path it stays silent long enough for them to adopt what they hold."""
+    c = cluster(3, replication_failover_timeout="3s")  # longer than a restart takes
+    owner, adopter, _ = c.nodes
+    bodies = [b"old-%04d" % i for i in range(500)]
+    assert (await publish(owner.tcp_address, "orders", bodies, batch=50)).acked == bodies
+    owner.kill()
+    shutil.rmtree(owner.workdir / "data")
+    owner.start()  # within the failover timeout of its last word
+    consumer = await Consumer(adopter.tcp_address, "orders", "c", rdy=200).start()
+    await consumer.wait_until(lambda: set(bodies) <= consumer.bodies(), 15, "the old owner's messages")
+    await consumer.quiesce()
+    await consumer.stop()
+    assert len(consumer.deliveries) == len(bodies)
+    wait_for(lambda: all(b["connected"] for b in c.replication(0)["backups"]), 15, message="the replacement joined")
+    assert (await publish(owner.tcp_address, "orders", [b"new"])).acked == [b"new"]

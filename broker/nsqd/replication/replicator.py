@@ -30,6 +30,7 @@ log = logging.getLogger("nsqd")
 
 PULL_TIMEOUT = 5.0  # a survivor's copies it is asked for during an adoption
 STARTUP_GRACE = 4  # failover timeouts added, at start, for peers not heard from yet
+STARTUP_SILENCE = 2  # failover timeouts a node with an empty data path waits before joining
 
 
 class Replicator:
@@ -68,6 +69,7 @@ class Replicator:
 
     # -- start and stop -----------------------------------------------------------
     async def start(self) -> None:
+        fresh = self.store.fresh()  # no replication state on disk: a new node or a wiped one
         self.store.load()
         loop = asyncio.get_running_loop()
         host, port = split_listen_address(self.node)
@@ -80,12 +82,22 @@ class Replicator:
         for peer in self.peers:
             if peer == self.node:
                 continue
-            link = self.links.get(peer) or PeerLink(
-                self.node, peer, max_buffered=0,
-                on_frame=self._from_backup, greeting=list)
-            self._pinger[peer] = link
+            self._pinger[peer] = self.links.get(peer) or PeerLink(
+                self.node, peer, max_buffered=0, on_frame=self._from_backup, greeting=list)
+        self._tick_task = self.nsqd.watch(loop.create_task(self._run(silent=fresh)), "REPLICATION: the replication loop")
+
+    async def _run(self, silent: bool) -> None:
+        """A node with an empty data path may be a replacement of one whose messages its
+        backups hold: it stays silent (its backups' copies are adopted while it is gone)
+        for longer than they take to call it lost, then joins."""
+        if silent:
+            quiet = STARTUP_SILENCE * self.failover_timeout + 2 * self.ping_interval
+            log.info("REPLICATION: empty data path: silent for %.1fs so that what a former "
+                     "node of this address held is adopted", quiet)
+            await asyncio.sleep(quiet)
+        for link in self._pinger.values():
             link.start()
-        self._tick_task = loop.create_task(self._tick())
+        await self._tick()
 
     async def close(self) -> None:
         if self._tick_task is not None:
@@ -130,7 +142,8 @@ class Replicator:
         return [f for f in frames if f is not None]
 
     def _from_backup(self, peer: str, frame: Frame) -> None:
-        self._heard(peer)
+        # a peer is alive when it speaks on its own links (pings), not when it answers
+        # ours: a silent replacement answers as a backup and must still count as lost
         if frame.kind is Kind.ACK:
             self.tracker.acked(peer, frame.seq)
         elif frame.kind is Kind.PULLED:

@@ -15,6 +15,7 @@ from .wire import Frame, Kind, channels as channels_frame, hello, raw_frames
 
 log = logging.getLogger("nsqd")
 
+MARKER = "started"  # written by the first start on a data path
 COMPACT_BYTES = 1 << 20  # a log of owners with nothing left is cut down past this size
 
 
@@ -34,8 +35,19 @@ class ReplicaStore:
         self._committing = False
 
     # -- replay -----------------------------------------------------------------
+    def fresh(self) -> bool:
+        """No replication state on disk yet (a new node, or one whose data path was
+        wiped); ``load`` leaves a marker, so this is True at most once per data path."""
+        return not os.path.exists(os.path.join(self.path, MARKER))
+
     def load(self) -> None:
         os.makedirs(self.path, exist_ok=True)
+        marker = os.path.join(self.path, MARKER)
+        if not os.path.exists(marker):
+            with open(marker, "w") as f:
+                f.write("replication state of this data path\n")
+                f.flush()
+                os.fsync(f.fileno())
         for name in sorted(os.listdir(self.path)):
             if not name.endswith(".log"):
                 continue
