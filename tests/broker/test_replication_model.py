@@ -295,6 +295,6 @@ class _Empty:
 _EMPTY = _Empty()
 
 # a longer search: REPLICATION_MODEL_EXAMPLES=5000 pytest tests/broker/test_replication_model.py
-EXAMPLES = int(os.environ.get("REPLICATION_MODEL_EXAMPLES", "120"))
+EXAMPLES = int(os.environ.get("REPLICATION_MODEL_EXAMPLES", "80"))
 ReplicationMachine.TestCase.settings = settings(max_examples=EXAMPLES, stateful_step_count=50, deadline=None)
 TestReplicationModel = ReplicationMachine.TestCase
