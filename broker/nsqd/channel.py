@@ -86,6 +86,8 @@ class Channel:
         self.requeue_count = 0
         self.timeout_count = 0
         self.e2e_latency: LatencyWindow | None = None  # publish-to-FIN times, when tracked
+        # replicated topics: told (topic, channel, IDs) of every FIN, for the backups
+        self.on_finished: Callable[[str, str, list[bytes]], None] | None = None
 
     # -- queue ----------------------------------------------------------------
     @property
@@ -393,6 +395,8 @@ class Channel:
         msg = self._owned(client_id, msg_id)
         self.in_flight.remove(msg_id)
         self._finished((msg,))
+        if self.on_finished is not None:
+            self.on_finished(self.topic_name, self.name, [msg_id])
         return msg
 
     def finish_many(self, client_id: int, msg_ids: list[bytes]) -> tuple[int, list[tuple[bytes, str]]]:
@@ -400,6 +404,9 @@ class Channel:
         count, with_state, refused = self.in_flight.remove_owned(msg_ids, client_id)
         if with_state:
             self._finished(with_state)
+        if self.on_finished is not None and count:
+            refused_ids = {msg_id for msg_id, _ in refused}
+            self.on_finished(self.topic_name, self.name, [m for m in msg_ids if m not in refused_ids])
         return count, refused
 
     def _finished(self, msgs: "Iterable[Message]") -> None:

@@ -22,6 +22,7 @@ from .diskqueue import DiskQueueError
 from .drain import DrainRefused
 from .handoff import parse_targets
 from .group_commit import SyncError
+from .replication.tracker import ReplicationError
 from .http_server import BodyUnreadable, HttpRequest, refusal
 
 if TYPE_CHECKING:
@@ -69,6 +70,8 @@ class HttpApi:
             self._routes[f"/topic/{action}"] = {"POST": getattr(self, f"topic_{action}")}
             self._routes[f"/channel/{action}"] = {"POST": getattr(self, f"channel_{action}")}
         self._config_route: dict[str, Handler] = {"GET": self.config, "PUT": self.config}
+        if nsqd.replicator is not None:  # beyond NSQ, and only where replication is on
+            self._routes["/replication"] = {"GET": self.replication}
 
     def _route(self, request: HttpRequest) -> dict[str, Handler] | None:
         """The methods of the route ``request.path`` matches (None: no route); a variable
@@ -121,6 +124,12 @@ class HttpApi:
 
     async def info(self, request: HttpRequest) -> dict[str, Any]:
         return self.nsqd.info()
+
+    async def replication(self, request: HttpRequest) -> dict[str, Any]:
+        """Replicated topics (docs/replication.md): peers alive, each backup's lag,
+        copies held for other owners, messages adopted from lost ones."""
+        assert self.nsqd.replicator is not None
+        return self.nsqd.replicator.stats()
 
     # -- drain (beyond NSQ; see drain.py) -------------------------------------
     async def ready(self, request: HttpRequest) -> str | Reply:
@@ -214,14 +223,17 @@ class HttpApi:
         await self._put_durably(lambda: self.nsqd.publish(topic, bodies))
         return "OK"
 
-    async def _put_durably(self, put: Callable[[], None]) -> None:
-        """Put, and in durable mode wait until the messages are fsynced."""
+    async def _put_durably(self, put: Callable[[], Awaitable[None] | None]) -> None:
+        """Put, and in durable mode wait until the messages are fsynced; for a replicated
+        topic, until a quorum of its replicas holds them."""
         try:
-            put()
+            replicated = put()
             synced = self.nsqd.durable_barrier()
             if synced is not None:
                 await synced
-        except (DiskQueueError, SyncError) as e:
+            if replicated is not None:
+                await replicated
+        except (DiskQueueError, SyncError, ReplicationError) as e:
             log.error("HTTP: publish failed: %s", e)
             raise HttpError(500, "INTERNAL_ERROR") from None
 

@@ -17,7 +17,7 @@ import ssl
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Awaitable, Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Sequence
 
 from nsq_protocol import errors as E
 from nsq_protocol.commands import CommandLimits
@@ -50,6 +50,9 @@ from .payload_run import PACK_MIN, Payloads, encode_run
 from .queue_scan import QueueScanner
 from .tls import peer_common_name, server_context
 from .topic import Topic
+
+if TYPE_CHECKING:
+    from .replication.replicator import Replicator
 
 log = logging.getLogger("nsqd")
 
@@ -110,6 +113,10 @@ class NSQD:
         self._sync_failures = FailureLog(log)
         self.persisted_count: int | None = None  # messages written to disk by stop()
         self.drain = Drain(self)
+        self.replicator: Replicator | None = None
+        if options.topic_replicas > 1:
+            from .replication.replicator import Replicator
+            self.replicator = Replicator(self)
 
     def _identify_limits(self) -> ServerLimits:
         o = self.options
@@ -153,9 +160,12 @@ class NSQD:
             return encode_run(time.time_ns(), self._guid.next_runs(len(bodies)), bodies)
         return encode_payloads(time.time_ns(), self._guid.next_runs(len(bodies)), bodies)
 
-    def publish(self, topic: Topic, bodies: Sequence[bytes], defer: float = 0.0) -> None:
+    def publish(self, topic: Topic, bodies: Sequence[bytes], defer: float = 0.0) -> Awaitable[None] | None:
         """Put published messages on ``topic`` (PUB, MPUB, DPUB and HTTP's /pub and /mpub):
-        fresh payloads, several at once as one batch; a deferred one as a ``Message``."""
+        fresh payloads, several at once as one batch; a deferred one as a ``Message``.
+        A replicated topic's publish returns what resolves once a quorum holds them."""
+        if topic.replicated:
+            return self._publish_replicated(topic, bodies, defer)
         if defer > 0:
             msg = self.new_message(bodies[0])
             msg.defer = defer
@@ -164,6 +174,20 @@ class NSQD:
             topic.put(self.new_payload(bodies[0]))
         elif bodies:
             topic.put_payloads(self.new_payloads(bodies))
+        return None
+
+    def _publish_replicated(self, topic: Topic, bodies: Sequence[bytes], defer: float) -> Awaitable[None]:
+        assert self.replicator is not None
+        payloads = self.new_payloads(bodies)  # an MPUB's as one run, as unreplicated
+        if defer > 0:
+            msg = Message.from_payload(payloads[0])
+            msg.defer = defer
+            topic.put(msg)
+        elif len(payloads) == 1:
+            topic.put(payloads[0])
+        else:
+            topic.put_payloads(payloads)
+        return self.replicator.replicate(topic.name, payloads, defer)
 
     # -- topics and channels --------------------------------------------------
     def _backend(self, name: str, ephemeral: bool) -> Backend:
@@ -210,6 +234,8 @@ class NSQD:
                           on_ephemeral_empty=self._ephemeral_channel_empty)
         if self.options.e2e_processing_latency_percentiles:
             channel.e2e_latency = LatencyWindow(self.options.e2e_processing_latency_window_time)
+        if topic.replicated and not ephemeral and self.replicator is not None:
+            channel.on_finished = self.replicator.finished
         return channel
 
     def get_topic(self, name: str) -> Topic:
@@ -222,6 +248,8 @@ class NSQD:
                       deferrals=self._deferrals(name, ephemeral),
                       on_channel_added=self._channel_added, on_channel_removed=self._channel_removed,
                       on_ephemeral_empty=self._ephemeral_topic_empty)
+        if self.replicator is not None and self.replicator.replicates(name):
+            topic.replicated = True
         self.topics[name] = topic
         log.info("TOPIC(%s): created", name)
         if self.lookup is not None:
@@ -279,6 +307,8 @@ class NSQD:
             self.lookup.register(topic.name, channel.name)
         self.scanner.channels_changed()
         self._persist_metadata_soon(topic.ephemeral or channel.ephemeral)
+        if topic.replicated and self.replicator is not None:
+            self.replicator.channels_changed(topic.name)
 
     def _channel_removed(self, topic: Topic, channel: Channel) -> None:
         log.info("TOPIC(%s): deleted channel(%s)", topic.name, channel.name)
@@ -286,6 +316,8 @@ class NSQD:
             self.lookup.unregister(topic.name, channel.name)
         self.scanner.channels_changed()
         self._persist_metadata_soon(topic.ephemeral or channel.ephemeral)
+        if topic.replicated and self.replicator is not None:
+            self.replicator.channels_changed(topic.name)
 
     def _ephemeral_channel_empty(self, channel: Channel) -> None:
         topic = self.topics.get(channel.topic_name)
@@ -468,6 +500,8 @@ class NSQD:
             self.https_port = https.sockets[0].getsockname()[1]
             log.info("HTTPS: listening on %s", _bound(https))
 
+        if self.replicator is not None:
+            await self.replicator.start()
         self._start_task(self.scanner.run(), "QUEUESCAN: the queue scan loop")
         if self.committer is not None:
             self.watch(self.committer.start(), "DURABLE: the group committer")
@@ -575,6 +609,8 @@ class NSQD:
             except Exception:
                 log.exception("DURABLE: final sync failed")
             await asyncio.sleep(0)  # let those publishes write their OK before clients close
+        if self.replicator is not None:
+            await self.replicator.close()
         self.persist_metadata()
         written = self._persist_topics()
         if self._io_threads is not None:

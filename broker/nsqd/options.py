@@ -65,6 +65,28 @@ class NsqdOptions(BaseModel):
         "message on disk until it is FINed, so acknowledged messages survive kill -9; topics and "
         "channels keep no memory queue (--mem-queue-size applies to ephemeral ones only)")
 
+    # replicated topics (beyond NSQ): docs/replication.md
+    replication_address: str = Field(
+        "", description="(beyond NSQ) <addr>:<port> to listen on for replication from peer nsqds; "
+        "this nsqd's name in --replication-peer (replication is off when empty)")
+    replication_peers: list[str] = Field(
+        default_factory=list, json_schema_extra=_flag("replication-peer"),
+        description="(beyond NSQ) replication address of every nsqd of the cluster, this one included, "
+        "in the same order on each (may be given multiple times or comma separated)")
+    topic_replicas: int = Field(
+        1, ge=1, le=5, description="(beyond NSQ) nsqds holding each message of a non-ephemeral topic: "
+        "the one it was published to and the next ones in --replication-peer order; a publish is "
+        "answered once a majority of them holds it (1: no replication)")
+    replication_timeout: Duration = Field(
+        5.0, gt=0, description="(beyond NSQ) a publish no majority of replicas acknowledged in this "
+        "long fails (E_PUB_FAILED); the message may still be delivered")
+    replication_failover_timeout: Duration = Field(
+        3.0, gt=0, description="(beyond NSQ) a peer not heard from for this long is lost: its first "
+        "live backup delivers the copies it held of that peer's messages")
+    replication_buffer_bytes: int = Field(
+        64 * 1024 * 1024, ge=1024, description="(beyond NSQ) bytes of frames kept per backup for "
+        "resending after a reconnect; past it the oldest are dropped and the backup reported behind")
+
     # drain (beyond NSQ): POST /drain, SIGTERM or SIGINT
     drain_timeout: Duration = Field(
         3.0, ge=0, description="how long a drain waits for messages in flight to connected consumers "
@@ -171,6 +193,28 @@ class NsqdOptions(BaseModel):
             if not 0 < v <= 1:
                 raise ValueError(f"percentile {v} must be in (0, 1.0]")
         return values
+
+    @field_validator("replication_peers", mode="before")
+    @classmethod
+    def _split_peers(cls, value: object) -> object:
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list):
+            return value
+        return [part.strip() for item in items for part in str(item).split(",") if part.strip()]
+
+    @model_validator(mode="after")
+    def _replication(self) -> "NsqdOptions":
+        if self.topic_replicas == 1:
+            return self
+        if not self.replication_address:
+            raise ValueError("topic-replicas above 1 needs a replication-address")
+        if self.replication_address not in self.replication_peers:
+            raise ValueError("replication-address must be one of the replication-peer addresses")
+        if len(set(self.replication_peers)) != len(self.replication_peers):
+            raise ValueError("replication-peer addresses must differ")
+        if len(self.replication_peers) < self.topic_replicas:
+            raise ValueError(f"topic-replicas {self.topic_replicas} needs as many replication-peer addresses")
+        return self
 
     @model_validator(mode="after")
     def _consistent(self) -> "NsqdOptions":

@@ -37,10 +37,12 @@ from nsq_protocol.identify import IdentifyRequest, Negotiated, negotiate
 from .channel import ChannelError
 from .diskqueue import DiskQueueError
 from .group_commit import SyncError
+from .replication.tracker import ReplicationError
 from .client_conn import ClientConn, ClientState
 
 if TYPE_CHECKING:
     from .nsqd import NSQD
+    from .topic import Topic
 
 log = logging.getLogger("nsqd")
 
@@ -543,11 +545,16 @@ class V2Protocol(asyncio.Protocol):
         if topic.exiting or nsqd.exiting:
             raise ProtocolError(_failed(command), f"{command} failed: exiting")
         try:
-            nsqd.publish(topic, bodies, defer)
+            replicated = nsqd.publish(topic, bodies, defer)
         except DiskQueueError as e:
             raise ProtocolError(_failed(command), f"{command} failed {e}") from None
         client.published(topic_name, len(bodies))
         synced = nsqd.durable_barrier()
+        if replicated is not None:
+            if synced is None and not self._busy and isinstance(replicated, asyncio.Future):
+                self._answer_once_replicated(command, replicated, 1)
+                return None
+            return self._ok_once_replicated(command, synced, replicated)
         if synced is None:
             return OK
         return self._ok_once_synced(command, _failed(command), synced)
@@ -562,6 +569,9 @@ class V2Protocol(asyncio.Protocol):
         topic_name = topic_bytes.decode("ascii")
         if not nsqd.drain.refuses_publishes and not nsqd.exiting:
             topic = nsqd.get_topic(topic_name)
+            if topic.replicated and not topic.exiting:
+                self._publish_replicated_run(topic, bodies)
+                return
             if not topic.exiting and topic.put_in_memory(nsqd.new_payloads(bodies)):
                 count = len(bodies)
                 client.published(topic_name, count)
@@ -576,12 +586,64 @@ class V2Protocol(asyncio.Protocol):
             assert isinstance(result, bytes)  # no durable mode here: nothing to wait for
             client.write_frame(FRAME_RESPONSE, result)
 
+    def _publish_replicated_run(self, topic: "Topic", bodies: list[bytes]) -> None:
+        """Consecutive PUBs to a replicated topic: copied as one batch, each answered OK
+        once a quorum holds the batch; the connection reads on after that."""
+        client = self.client
+        assert client is not None
+        try:
+            replicated = self.nsqd.publish(topic, bodies)
+        except DiskQueueError as e:
+            self._send_error(ProtocolError(E.E_PUB_FAILED, f"PUB failed {e}"))
+            return
+        assert isinstance(replicated, asyncio.Future)
+        client.published(topic.name, len(bodies))
+        self._answer_once_replicated("PUB", replicated, len(bodies))
+
+    def _answer_once_replicated(self, command: str, replicated: "asyncio.Future[None]", oks: int) -> None:
+        """Read no further command until a quorum holds the messages, then answer ``oks``
+        OKs (or the failure) and go on: a callback, not a task, for each publish."""
+        self._busy = True
+        if self.transport is not None:
+            self.transport.pause_reading()
+        replicated.add_done_callback(lambda done: self._replicated(command, done, oks))
+
+    def _replicated(self, command: str, done: "asyncio.Future[None]", oks: int) -> None:
+        self._busy = False
+        self._last_read = time.monotonic()  # the read deadline starts again after the command
+        client = self.client
+        if self._dead or client is None:
+            return
+        error = done.exception() if not done.cancelled() else ReplicationError("cancelled")
+        if error is None:
+            client.write(_OK_FRAME * oks)
+        else:
+            err = ProtocolError(_failed(command), f"{command} failed {error}")
+            self._send_error(err)
+            if err.fatal:
+                return
+        if self.transport is not None:
+            self.transport.resume_reading()
+        self._process()
+
     async def _ok_once_synced(self, command: str, code: str, synced: Awaitable[None]) -> bytes:
         """Durable mode: OK only once the messages are fsynced (the next group commit)."""
         try:
             await synced
         except SyncError as e:
             raise ProtocolError(code, f"{command} failed {e}") from None
+        return OK
+
+    async def _ok_once_replicated(self, command: str, synced: Awaitable[None] | None,
+                                  replicated: Awaitable[None]) -> bytes:
+        """A replicated topic: OK once a quorum of replicas holds the messages (this
+        node's copy fsynced first in durable mode)."""
+        try:
+            if synced is not None:
+                await synced
+            await replicated
+        except (SyncError, ReplicationError) as e:
+            raise ProtocolError(_failed(command), f"{command} failed {e}") from None
         return OK
 
     def _pub(self, cmd: Command) -> Response:

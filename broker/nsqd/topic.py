@@ -35,6 +35,8 @@ FLUSH_BATCH = 2048  # messages moved from the topic queue to channels per loop i
 
 
 class Topic:
+    replicated = False  # kept on several nsqds (docs/replication.md): set by nsqd at creation
+
     def __init__(self, name: str, backend: Backend, *, mem_queue_size: int,
                  channel_factory: Callable[["Topic", str], Channel],
                  deferrals: DeferralStore | None = None,

@@ -1,0 +1,134 @@
+"""One node's connection to one peer: frames out in order (to a backup: every frame kept
+in a ``ResendBuffer`` and sent again when the connection comes back, so a backup away
+for a moment misses nothing), answers in, and a PING each tick so the peer knows we
+are alive."""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable
+
+from nsq_protocol.host_port import split_dial_address
+
+from . import wire
+from .resend import ResendBuffer
+from .wire import Frame, Kind
+
+log = logging.getLogger("nsqd")
+
+RECONNECT_DELAY = 0.2
+
+
+class PeerLink(asyncio.Protocol):
+    def __init__(self, node: str, peer: str, *, max_buffered: int,
+                 on_frame: Callable[[str, Frame], None], greeting: Callable[[], list[bytes]]) -> None:
+        self.node = node
+        self.peer = peer
+        self._on_frame = on_frame
+        self._greeting = greeting  # frames a fresh connection starts with (CHANNELS)
+        self.unacked = ResendBuffer(max_buffered)
+        self.connected = False
+        self.connects = 0
+        self._transport: asyncio.Transport | None = None
+        self._decoder = wire.Decoder()
+        self._task: asyncio.Task[None] | None = None
+        self._lost: asyncio.Event = asyncio.Event()
+        self._closing = False
+        self._outgoing: list[bytes] = []  # written together at the end of this loop turn
+
+    # -- sending ----------------------------------------------------------------
+    def send_append(self, seq: int, frame: bytes) -> None:
+        self.unacked.keep_append(seq, frame)
+        self._send(frame)
+
+    def send_after(self, frame: bytes) -> None:
+        """A FIN or CHANNELS: ordered after the APPENDs already sent."""
+        self.unacked.keep_after(frame)
+        self._send(frame)
+
+    def send_once(self, frame: bytes) -> None:
+        """PING, PULL: not worth resending."""
+        self._send(frame)
+
+    def _send(self, frame: bytes) -> None:
+        """Frames of one loop turn (many publishers' at once) leave in one write."""
+        if self._transport is None:
+            return
+        if not self._outgoing:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._outgoing.append(frame)
+
+    def _flush(self) -> None:
+        frames, self._outgoing = self._outgoing, []
+        if self._transport is not None and frames:
+            self._transport.write(b"".join(frames) if len(frames) > 1 else frames[0])
+
+    @property
+    def lag(self) -> int:
+        """Frames sent and not yet known to be held by the backup."""
+        return len(self.unacked)
+
+    # -- connection -------------------------------------------------------------
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        host, port = split_dial_address(self.peer)
+        loop = asyncio.get_running_loop()
+        while not self._closing:
+            try:
+                await loop.create_connection(lambda: self, host, port)
+            except OSError:
+                await asyncio.sleep(RECONNECT_DELAY)
+                continue
+            await self._lost.wait()
+            self._lost.clear()
+            if not self._closing:
+                await asyncio.sleep(RECONNECT_DELAY)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+        self._decoder = wire.Decoder()
+        self.connected = True
+        self.connects += 1
+        log.info("REPLICATION: connected to %s", self.peer)
+        # what the backup may have missed, in the order sent, then the channels as they
+        # are now (a restarted owner's backups learn them before its next FIN)
+        out = [wire.hello(self.node), *self.unacked.frames(), *self._greeting()]
+        self._outgoing = []  # in the resend buffer already, or not worth resending
+        self._transport.write(b"".join(out))  # type: ignore[union-attr]
+
+    def data_received(self, data: bytes) -> None:
+        self._decoder.feed(data)
+        try:
+            frames = self._decoder.frames()
+        except wire.WireError as e:
+            log.error("REPLICATION: bad frame from %s: %s", self.peer, e)
+            if self._transport is not None:
+                self._transport.close()
+            return
+        for frame in frames:
+            if frame.kind is Kind.ACK:
+                self.unacked.acked(frame.seq)
+            self._on_frame(self.peer, frame)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.connected:
+            log.warning("REPLICATION: lost connection to %s: %s", self.peer, exc or "closed")
+        self.connected = False
+        self._transport = None
+        self._lost.set()
+
+    def ping(self) -> None:
+        self.send_once(wire.ping())
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._transport is not None:
+            self._transport.close()
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass

@@ -1,0 +1,227 @@
+"""The copies a backup keeps, in memory and in one append-only log per owner under
+``<data-path>/replication/``: the owner's APPEND, FIN and CHANNELS frames as received,
+replayed at start. Writes are grouped: the frames of a turn of the event loop are
+written together and, in durable mode, fsynced once before any of them is answered."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+from typing import Callable
+
+from .shard import Shard
+from .wire import Frame, Kind, channels as channels_frame, hello, raw_frames
+
+log = logging.getLogger("nsqd")
+
+MARKER = "started"  # written by the first start on a data path
+COMPACT_BYTES = 1 << 20  # a log of owners with nothing left is cut down past this size
+
+
+def _file_name(owner: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.-]", "_", owner) + ".log"
+
+
+class ReplicaStore:
+    def __init__(self, data_path: str, *, durable: bool) -> None:
+        self.path = os.path.join(data_path, "replication")
+        self.durable = durable
+        self.shards: dict[str, dict[str, Shard]] = {}  # owner -> topic -> shard
+        self._fds: dict[str, int] = {}
+        self._sizes: dict[str, int] = {}
+        self._unwritten: dict[str, list[bytes]] = {}
+        self._waiting: list[Callable[[], None]] = []
+        self._committing = False
+
+    # -- replay -----------------------------------------------------------------
+    def fresh(self) -> bool:
+        """No replication state on disk yet (a new node, or one whose data path was
+        wiped); ``load`` leaves a marker, so this is True at most once per data path."""
+        return not os.path.exists(os.path.join(self.path, MARKER))
+
+    def load(self) -> None:
+        os.makedirs(self.path, exist_ok=True)
+        marker = os.path.join(self.path, MARKER)
+        if not os.path.exists(marker):
+            with open(marker, "w") as f:
+                f.write("replication state of this data path\n")
+                f.flush()
+                os.fsync(f.fileno())
+        for name in sorted(os.listdir(self.path)):
+            if not name.endswith(".log"):
+                continue
+            with open(os.path.join(self.path, name), "rb") as f:
+                data = f.read()
+            frames = raw_frames(data)
+            owner = self._owner_of(frames)
+            if owner is None:
+                continue
+            for frame, _ in frames[1:]:
+                self._apply(owner, frame)
+            kept = sum(len(raw) for _, raw in frames)
+            if kept < len(data):  # a torn last frame: cut it off before appending more
+                log.warning("REPLICATION: %s ends with %d bytes of a torn frame, dropped", name, len(data) - kept)
+                os.truncate(os.path.join(self.path, name), kept)
+            self._sizes[owner] = kept
+
+    @staticmethod
+    def _owner_of(frames: list[tuple[Frame, bytes]]) -> str | None:
+        if not frames or frames[0][0].kind is not Kind.HELLO:
+            return None
+        return frames[0][0].name
+
+    # -- changes ----------------------------------------------------------------
+    def apply(self, owner: str, frame: Frame, raw: bytes) -> None:
+        """An owner's frame: applied now, written to its log at the next commit."""
+        self._apply(owner, frame)
+        self._unwritten.setdefault(owner, []).append(raw)
+
+    def merge(self, owner: str, frame: Frame) -> None:
+        """Another backup's copy of an owner's frame, for an adoption: memory only. Its
+        channel list may be older or newer than ours: the union owes no channel less."""
+        if frame.kind is Kind.CHANNELS:
+            shard = self.shards.setdefault(owner, {}).setdefault(frame.topic, Shard())
+            known = set(shard.channels)
+            shard.set_channels(shard.channels + [c for c in frame.channels if c not in known])
+            return
+        self._apply(owner, frame)
+
+    def _apply(self, owner: str, frame: Frame) -> None:
+        shard = self.shards.setdefault(owner, {}).setdefault(frame.topic, Shard())
+        if frame.kind is Kind.APPEND:
+            shard.append(frame.entries)
+        elif frame.kind is Kind.FIN:
+            shard.finish(frame.channel, frame.ids)
+        elif frame.kind is Kind.CHANNELS:
+            shard.set_channels(frame.channels)
+
+    def drop(self, owner: str) -> None:
+        """Forget an owner's copies (adopted): memory and log."""
+        self.shards.pop(owner, None)
+        self._unwritten.pop(owner, None)
+        fd = self._fds.pop(owner, None)
+        if fd is not None:
+            self._close_fd(fd)
+        self._sizes.pop(owner, None)
+        try:
+            os.unlink(os.path.join(self.path, _file_name(owner)))
+        except FileNotFoundError:
+            pass
+
+    def held(self, owner: str) -> int:
+        return sum(len(s) for s in self.shards.get(owner, {}).values())
+
+    # -- commits ----------------------------------------------------------------
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once everything applied so far is written (and fsynced in
+        durable mode)."""
+        self._waiting.append(callback)
+        if not self._committing:
+            self._committing = True
+            loop = asyncio.get_running_loop()
+            if self.durable:
+                loop.create_task(self._commit())
+            else:  # nothing to wait for: no task, the rest of this turn's frames join
+                loop.call_soon(self._commit_unsynced)
+
+    def _close_fd(self, fd: int) -> None:
+        """A log's descriptor closed, after the fsync of a commit under way if any (its
+        thread may be using it)."""
+        if self._committing:
+            self._waiting.append(lambda: os.close(fd))
+        else:
+            os.close(fd)
+
+    async def _commit(self) -> None:
+        """Durable mode: write, fsync in a worker thread, then answer; again while more
+        frames arrived meanwhile."""
+        try:
+            await asyncio.sleep(0)  # the rest of this read's frames join the round
+            while self._waiting:
+                callbacks, self._waiting = self._waiting, []
+                try:
+                    written = self._write()
+                    if written:
+                        fds = [self._fds[owner] for owner in written]
+                        await asyncio.to_thread(lambda: [os.fsync(fd) for fd in fds])
+                    self._compact_emptied(written)
+                except OSError as e:
+                    # nothing is acknowledged: the owners' publishes fail at their deadline
+                    log.error("REPLICATION: writing copies failed: %s", e)
+                    continue
+                for callback in callbacks:
+                    callback()
+        finally:
+            self._committing = False
+
+    def _commit_unsynced(self) -> None:
+        try:
+            while self._waiting:
+                callbacks, self._waiting = self._waiting, []
+                try:
+                    self._compact_emptied(self._write())
+                except OSError as e:
+                    log.error("REPLICATION: writing copies failed: %s", e)
+                    continue
+                for callback in callbacks:
+                    callback()
+        finally:
+            self._committing = False
+
+    def _compact_emptied(self, written: list[str]) -> None:
+        for owner in written:
+            if self._sizes.get(owner, 0) > COMPACT_BYTES and self.held(owner) == 0:
+                self._compact(owner)
+
+    def _write(self) -> list[str]:
+        """Write what was applied since the last commit; the owners written."""
+        written = []
+        for owner, chunks in self._unwritten.items():
+            if not chunks:
+                continue
+            fd = self._fd(owner)
+            data = b"".join(chunks)
+            os.write(fd, data)
+            self._sizes[owner] = self._sizes.get(owner, 0) + len(data)
+            written.append(owner)
+        self._unwritten.clear()
+        return written
+
+    def _fd(self, owner: str) -> int:
+        fd = self._fds.get(owner)
+        if fd is None:
+            os.makedirs(self.path, exist_ok=True)
+            path = os.path.join(self.path, _file_name(owner))
+            fresh = not os.path.exists(path) or os.path.getsize(path) == 0
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            self._fds[owner] = fd
+            if fresh:
+                head = hello(owner)
+                os.write(fd, head)
+                self._sizes[owner] = len(head)
+        return fd
+
+    def _compact(self, owner: str) -> None:
+        """Nothing of this owner is left to deliver: its log restarts with the channels
+        it has, so later FINs still count against them."""
+        data = hello(owner) + b"".join(channels_frame(topic, shard.channels)
+                                       for topic, shard in self.shards.get(owner, {}).items())
+        path = os.path.join(self.path, _file_name(owner))
+        temp = path + ".tmp"
+        with open(temp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, path)
+        self._close_fd(self._fds.pop(owner))
+        self._sizes[owner] = len(data)
+        self.shards[owner] = {t: s for t, s in self.shards[owner].items() if s.channels}
+
+    def close(self) -> None:
+        self._write()
+        if self._committing:
+            return  # a commit's thread may still fsync them: they close with the process
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()

@@ -1,0 +1,245 @@
+"""The replication link's frames, sans-IO: encoders and a streaming decoder.
+
+A frame is ``[size:uint32][kind:uint8][body]`` (``size`` counts kind and body). The link
+is nsqd to nsqd only, so nothing here is NSQ's wire format; message payloads travel in
+NSQ's on-disk layout, exactly the bytes the owner queued.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import NamedTuple, Sequence
+
+MSG_ID_LENGTH = 16
+MAX_FRAME = 64 * 1024 * 1024  # an MPUB is at most --max-body-size: far below this
+
+_HEAD = struct.Struct(">IB")
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+_U64 = struct.Struct(">Q")
+_ENTRY = struct.Struct(">QI")  # defer-until (ms since the epoch, 0 = none), payload size
+
+
+class Kind(IntEnum):
+    HELLO = 1  # the sender's node name (its entry in --replication-peer)
+    APPEND = 2  # seq, topic, messages: the owner's new messages, answered by ACK
+    ACK = 3  # seq
+    FIN = 4  # topic, channel, ids: messages that channel is done with
+    CHANNELS = 5  # topic, the channel names it has now
+    PING = 6  # liveness, both ways
+    PULL = 7  # seq, owner: send me every copy you hold of that owner's messages
+    PULLED = 8  # owner, one inner frame (APPEND, FIN or CHANNELS) of a PULL's answer
+    DONE = 9  # seq: the PULL's answer is complete
+
+
+class WireError(Exception):
+    """A frame that cannot be decoded: the link is closed."""
+
+
+class Entry(NamedTuple):
+    """One message's copy: its payload and, for a DPUB, when it is due (ms since the
+    epoch; 0: at once). A tuple: a backup makes one per message it receives."""
+    payload: bytes
+    defer_until_ms: int = 0
+
+
+@dataclass
+class Frame:
+    kind: Kind
+    seq: int = 0
+    name: str = ""  # HELLO's node, PULL's and PULLED's owner
+    topic: str = ""
+    channel: str = ""
+    entries: list[Entry] = field(default_factory=list)
+    ids: list[bytes] = field(default_factory=list)
+    channels: list[str] = field(default_factory=list)
+    inner: "Frame | None" = None
+
+
+def _text(value: str) -> bytes:
+    data = value.encode()
+    return _U16.pack(len(data)) + data
+
+
+def _framed(kind: Kind, body: bytes) -> bytes:
+    return _HEAD.pack(len(body) + 1, kind) + body
+
+
+def hello(node: str) -> bytes:
+    return _framed(Kind.HELLO, _text(node))
+
+
+def append(seq: int, topic: str, entries: list[Entry]) -> bytes:
+    parts = [_U64.pack(seq), _text(topic), _U32.pack(len(entries))]
+    for entry in entries:
+        parts.append(_ENTRY.pack(entry.defer_until_ms, len(entry.payload)))
+        parts.append(entry.payload)
+    return _framed(Kind.APPEND, b"".join(parts))
+
+
+def append_fresh(seq: int, topic: str, payloads: Sequence[bytes], defer_until_ms: int) -> bytes:
+    """An owner's publish: ``append`` of payloads that share one due time, without an
+    ``Entry`` each."""
+    parts = [_U64.pack(seq), _text(topic), _U32.pack(len(payloads))]
+    pack = _ENTRY.pack
+    for payload in payloads:
+        parts.append(pack(defer_until_ms, len(payload)))
+        parts.append(payload)
+    return _framed(Kind.APPEND, b"".join(parts))
+
+
+def ack(seq: int) -> bytes:
+    return _framed(Kind.ACK, _U64.pack(seq))
+
+
+def fin(topic: str, channel: str, ids: list[bytes]) -> bytes:
+    return _framed(Kind.FIN, b"".join((_text(topic), _text(channel), _U32.pack(len(ids)), *ids)))
+
+
+def channels(topic: str, names: list[str]) -> bytes:
+    return _framed(Kind.CHANNELS, b"".join((_text(topic), _U16.pack(len(names)), *map(_text, names))))
+
+
+def ping() -> bytes:
+    return _framed(Kind.PING, b"")
+
+
+def pull(seq: int, owner: str) -> bytes:
+    return _framed(Kind.PULL, _U64.pack(seq) + _text(owner))
+
+
+def pulled(owner: str, inner: bytes) -> bytes:
+    return _framed(Kind.PULLED, _text(owner) + inner)
+
+
+def done(seq: int) -> bytes:
+    return _framed(Kind.DONE, _U64.pack(seq))
+
+
+class _Reader:
+    def __init__(self, data: memoryview) -> None:
+        self.data = data
+        self.at = 0
+
+    def take(self, size: int) -> bytes:
+        if self.at + size > len(self.data):
+            raise WireError("frame ends early")
+        chunk = bytes(self.data[self.at:self.at + size])
+        self.at += size
+        return chunk
+
+    def u16(self) -> int:
+        return int(_U16.unpack(self.take(2))[0])
+
+    def u32(self) -> int:
+        return int(_U32.unpack(self.take(4))[0])
+
+    def u64(self) -> int:
+        return int(_U64.unpack(self.take(8))[0])
+
+    def text(self) -> str:
+        try:
+            return self.take(self.u16()).decode()
+        except UnicodeDecodeError:
+            raise WireError("name is not UTF-8") from None
+
+    def end(self) -> None:
+        if self.at != len(self.data):
+            raise WireError("bytes after the frame's body")
+
+
+def decode(kind_byte: int, body: memoryview) -> Frame:
+    """One frame from its kind and body."""
+    try:
+        kind = Kind(kind_byte)
+    except ValueError:
+        raise WireError(f"unknown frame kind {kind_byte}") from None
+    r = _Reader(body)
+    if kind is Kind.HELLO:
+        frame = Frame(kind, name=r.text())
+    elif kind is Kind.APPEND:
+        seq, topic, count = r.u64(), r.text(), r.u32()
+        entries = []
+        for _ in range(count):
+            defer_until, size = _ENTRY.unpack(r.take(_ENTRY.size))
+            entries.append(Entry(r.take(size), defer_until))
+        frame = Frame(kind, seq=seq, topic=topic, entries=entries)
+    elif kind in (Kind.ACK, Kind.DONE):
+        frame = Frame(kind, seq=r.u64())
+    elif kind is Kind.FIN:
+        topic, channel, count = r.text(), r.text(), r.u32()
+        frame = Frame(kind, topic=topic, channel=channel, ids=[r.take(MSG_ID_LENGTH) for _ in range(count)])
+    elif kind is Kind.CHANNELS:
+        topic, count = r.text(), r.u16()
+        frame = Frame(kind, topic=topic, channels=[r.text() for _ in range(count)])
+    elif kind is Kind.PING:
+        frame = Frame(kind)
+    elif kind is Kind.PULL:
+        frame = Frame(kind, seq=r.u64(), name=r.text())
+    else:  # PULLED
+        owner = r.text()
+        inner = Decoder()
+        inner.feed(r.take(len(body) - r.at))
+        frames = inner.frames()
+        if len(frames) != 1 or inner.buffered or frames[0].kind not in (Kind.APPEND, Kind.FIN, Kind.CHANNELS):
+            raise WireError("PULLED must hold one APPEND, FIN or CHANNELS frame")
+        frame = Frame(kind, name=owner, inner=frames[0])
+    r.end()
+    return frame
+
+
+class Decoder:
+    """Bytes in, whole frames out."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    def feed(self, data: bytes) -> None:
+        self._buffer += data
+
+    def frames(self) -> list[Frame]:
+        return [frame for frame, _ in self.frames_with_bytes()]
+
+    def frames_with_bytes(self) -> list[tuple[Frame, bytes]]:
+        """Each whole frame with its own bytes (what a backup writes to its log)."""
+        out: list[tuple[Frame, bytes]] = []
+        buffer = self._buffer
+        at = 0
+        view = memoryview(buffer)
+        try:
+            while len(buffer) - at >= _HEAD.size:
+                size, kind = _HEAD.unpack_from(buffer, at)
+                if size < 1 or size > MAX_FRAME:
+                    raise WireError(f"frame size {size} out of bounds")
+                if len(buffer) - at - 4 < size:
+                    break
+                out.append((decode(kind, view[at + _HEAD.size:at + 4 + size]), bytes(view[at:at + 4 + size])))
+                at += 4 + size
+        finally:
+            view.release()
+        del buffer[:at]
+        return out
+
+
+def raw_frames(data: bytes) -> list[tuple[Frame, bytes]]:
+    """Every whole frame in ``data`` with its own bytes, and nothing of a torn tail
+    (a log cut short by a crash ends with part of a frame)."""
+    out: list[tuple[Frame, bytes]] = []
+    at = 0
+    view = memoryview(data)
+    while len(data) - at >= _HEAD.size:
+        size, kind = _HEAD.unpack_from(data, at)
+        if size < 1 or size > MAX_FRAME or len(data) - at - 4 < size:
+            break
+        try:
+            frame = decode(kind, view[at + _HEAD.size:at + 4 + size])
+        except WireError:
+            break
+        out.append((frame, data[at:at + 4 + size]))
+        at += 4 + size
+    return out

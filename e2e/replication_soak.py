@@ -1,0 +1,160 @@
+"""A longer soak of replicated topics, Jepsen-style, outside the test suite:
+
+    .venv/bin/python e2e/replication_soak.py --minutes 10 [--replicas 3] [--wipe] [--seed 7]
+
+Three nsqds, each in its own network namespace (root, iproute2 and iptables needed),
+3 replicas of topic ``soak``. Producers (our nsq_client Producer, one per nsqd) publish
+at a bounded rate and record what was acknowledged; a consumer on every nsqd FINs what
+it gets and reconnects when its nsqd comes back. Every few seconds one fault, then its
+repair: kill -9 of a node (``--wipe``: its data directory deleted too) and a restart, or
+one node cut off from the others and healed. At the end everything is healed and
+restarted, the consumers drain, and the checker prints acknowledged, delivered, lost
+(acknowledged and never delivered: must be 0) and duplicates. Exit status 1 on a loss.
+
+``--wipe`` exercises what is not built yet (docs/replication.md, "catch-up of an empty
+replacement"): a wiped node's old copies are not rebuilt, so a later loss of an owner
+whose other copy was on it loses messages, and this script reports them.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from nsq_client import Producer  # noqa: E402
+from tests.broker import netns  # noqa: E402
+from tests.broker.load import Consumer, Disconnected  # noqa: E402
+
+TOPIC, CHANNEL = "soak", "checker"
+
+
+class Soak:
+    def __init__(self, root: Path, replicas: int, rate: float, seed: int) -> None:
+        self.spaces = netns.Namespaces(3)
+        self.peers = [f"{ip}:4153" for ip in self.spaces.ips]
+        self.nodes = [netns.NetnsNsqd(root / f"nsqd{i}", {
+            "replication-address": peer, "replication-peer": ",".join(self.peers),
+            "topic-replicas": replicas, "replication-failover-timeout": "2s", "replication-timeout": "3s",
+            "sync-before-ack": "true"}, name, ip)
+            for i, (name, ip, peer) in enumerate(zip(self.spaces.names, self.spaces.ips, self.peers))]
+        self.rate = rate
+        self.random = random.Random(seed)
+        self.acked: set[bytes] = set()
+        self.failed = 0
+        self.delivered: Counter[bytes] = Counter()
+        self.consumers: dict[int, Consumer] = {}
+        self.stopping = False
+
+    async def produce(self, i: int) -> None:
+        producer = Producer(self.nodes[i].tcp_address)
+        n = 0
+        while not self.stopping:
+            body = b"n%d-%08d" % (i, n)
+            n += 1
+            try:
+                await asyncio.wait_for(producer.publish(TOPIC, body), 10)
+                self.acked.add(body)
+            except Exception:
+                self.failed += 1
+                await asyncio.sleep(0.2)
+            await asyncio.sleep(1 / self.rate)
+        await producer.close()
+
+    async def consume(self, i: int) -> None:
+        while not self.stopping:
+            consumer = self.consumers.get(i)
+            if consumer is None or not consumer.running:
+                if consumer is not None:
+                    self.delivered.update(d.body for d in consumer.deliveries)
+                try:
+                    self.consumers[i] = await Consumer(self.nodes[i].tcp_address, TOPIC, CHANNEL, rdy=100).start()
+                except (Disconnected, OSError, asyncio.TimeoutError):
+                    self.consumers.pop(i, None)
+            await asyncio.sleep(0.5)
+
+    async def faults(self, minutes: float, wipe: bool) -> None:
+        end = time.monotonic() + minutes * 60
+        while time.monotonic() < end:
+            await asyncio.sleep(self.random.uniform(3, 8))
+            victim = self.random.randrange(3)
+            if self.random.random() < 0.5:
+                print(f"{time.strftime('%X')} kill -9 nsqd {victim}{' and wipe' if wipe else ''}", flush=True)
+                self.nodes[victim].kill()
+                if wipe:
+                    shutil.rmtree(self.nodes[victim].workdir / "data", ignore_errors=True)
+                await asyncio.sleep(self.random.uniform(3, 6))
+                await asyncio.to_thread(self.nodes[victim].start)
+            else:
+                print(f"{time.strftime('%X')} cut nsqd {victim} off", flush=True)
+                for other in range(3):
+                    if other != victim:
+                        self.spaces.cut(victim, other)
+                await asyncio.sleep(self.random.uniform(3, 6))
+                self.spaces.heal()
+            await asyncio.sleep(4)  # recovery before the next fault: one fault at a time
+
+    async def run(self, minutes: float, wipe: bool) -> int:
+        for node in self.nodes:
+            node.start()
+        node0 = self.nodes[0]
+        node0.post(f"/topic/create?topic={TOPIC}")
+        node0.post(f"/channel/create?topic={TOPIC}&channel={CHANNEL}")
+        tasks = [asyncio.create_task(self.produce(i)) for i in range(3)]
+        tasks += [asyncio.create_task(self.consume(i)) for i in range(3)]
+        await self.faults(minutes, wipe)
+        self.stopping = True
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self.spaces.heal()
+        # drain: a consumer on every node until nothing new arrives for 10 s
+        drainers = [await Consumer(n.tcp_address, TOPIC, CHANNEL, rdy=500).start() for n in self.nodes]
+        last, quiet_since = -1, time.monotonic()
+        while time.monotonic() - quiet_since < 10:
+            await asyncio.sleep(1)
+            now = sum(len(d.deliveries) for d in drainers)
+            if now != last:
+                last, quiet_since = now, time.monotonic()
+        for consumer in [*self.consumers.values(), *drainers]:
+            await consumer.stop()
+            self.delivered.update(d.body for d in consumer.deliveries)
+        lost = self.acked - set(self.delivered)
+        duplicates = sum(self.delivered.values()) - len(self.delivered)
+        print(f"acknowledged {len(self.acked)}, failed publishes {self.failed}, delivered {len(self.delivered)} "
+              f"distinct, lost {len(lost)}, duplicates {duplicates}")
+        return 1 if lost else 0
+
+    def close(self) -> None:
+        for node in self.nodes:
+            node.stop()
+        self.spaces.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=5.0)
+    parser.add_argument("--replicas", type=int, default=3)
+    parser.add_argument("--rate", type=float, default=200.0, help="publishes per second per producer")
+    parser.add_argument("--wipe", action="store_true", help="delete a killed node's data directory")
+    parser.add_argument("--seed", type=int, default=int(time.time()))
+    args = parser.parse_args()
+    if not netns.available():
+        print("needs root, ip and iptables", file=sys.stderr)
+        return 2
+    print(f"seed {args.seed}")
+    with tempfile.TemporaryDirectory(prefix="replication-soak-") as root:
+        soak = Soak(Path(root), args.replicas, args.rate, args.seed)
+        try:
+            return asyncio.run(soak.run(args.minutes, args.wipe))
+        finally:
+            soak.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+"""Three replicated nsqd processes for tests, each on its own loopback address
+(127.0.33.1-3, free ports): every topic on all three with --topic-replicas 3 (or 2)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.servers import Nsqd, free_port, wait_for
+
+
+HOSTS = ("127.0.33.1", "127.0.33.2", "127.0.33.3")
+
+
+class Cluster:
+    def __init__(self, root: Path, replicas: int, **flags: object) -> None:
+        ports = [free_port(host) for host in HOSTS]
+        peers = [f"{host}:{port}" for host, port in zip(HOSTS, ports)]
+        self.nodes = [Nsqd(root / f"nsqd{i}", {
+            "replication-address": peer, "replication-peer": ",".join(peers), "topic-replicas": replicas,
+            "replication-failover-timeout": "1s", "replication-timeout": "2s",
+            **{k.replace("_", "-"): v for k, v in flags.items()}}, host=host)
+            for i, (host, peer) in enumerate(zip(HOSTS, peers))]
+        self.peers = peers
+
+    def start(self) -> "Cluster":
+        for node in self.nodes:
+            node.start()
+        return self
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    def replication(self, i: int) -> dict:
+        return self.nodes[i].get_json("/replication")
+
+    def wait_connected(self) -> None:
+        for i in range(len(self.nodes)):
+            wait_for(lambda: all(b["connected"] for b in self.replication(i)["backups"]), 10,
+                     message=f"nsqd {i} connected to its backups")

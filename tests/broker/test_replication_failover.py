@@ -1,0 +1,166 @@
+"""Replicated topics with real nsqd processes, each on its own loopback address: a
+publish is answered only once a quorum holds it, and when the nsqd that took the
+publishes is killed with kill -9 and its data directory deleted, the survivors deliver
+every acknowledged message, and none that a channel had finished before the kill."""
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+
+from nsq_protocol.commands import encode_mpub_body
+from tests.broker.load import Consumer, Fin, Hold, V2Connection, dpub, publish
+from tests.broker.replicas import Cluster
+from tests.servers import Nsqd, http, wait_for
+
+pytestmark = pytest.mark.timeout(90)
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
+    made: list[Cluster] = []
+
+    def make(replicas: int = 3, **flags: object) -> Cluster:
+        made.append(Cluster(tmp_path, replicas, **flags).start())
+        made[-1].wait_connected()
+        return made[-1]
+    yield make
+    for c in made:
+        c.stop()
+
+
+def post(node: Nsqd, path: str, body: bytes | None = None) -> None:
+    status, answer = http("POST", node.url(path), body)
+    assert status == 200, (path, status, answer)
+
+
+async def test_killed_owner_is_replaced_by_a_backup_that_delivers_what_was_not_finished(cluster) -> None:
+    c = cluster(3, sync_before_ack="true")
+    owner, adopter, other = c.nodes
+    post(owner, "/topic/create?topic=orders")
+    post(owner, "/channel/create?topic=orders&channel=billing")
+    bodies = [b"msg-%05d" % i for i in range(2000)]
+    acked = (await publish(owner.tcp_address, "orders", bodies[:1500], batch=50)).acked
+    acked += (await publish(owner.tcp_address, "orders", bodies[1500:1600], batch=1)).acked
+    post(owner, "/pub?topic=orders", bodies[1600])
+    post(owner, "/mpub?topic=orders&binary=true", encode_mpub_body(bodies[1601:]))
+    acked += bodies[1600:]
+    assert acked == bodies
+
+    # a consumer finishes 600 messages and holds 40 in flight when the owner dies
+    decisions = iter([Fin] * 600 + [Hold] * 40)
+    consumer = await Consumer(owner.tcp_address, "orders", "billing", rdy=40,
+                              decide=lambda d: next(decisions, Hold)).start()
+    await consumer.wait_until(lambda: len(consumer.deliveries) >= 640, 30, "640 deliveries")
+    await consumer.quiesce()
+    finished = set(consumer.finished)
+    assert len(finished) == 600
+    # the backups learnt of every FIN (they are sent after the messages, unacknowledged)
+    for i in (1, 2):
+        wait_for(lambda: c.replication(i)["held_copies"].get(c.peers[0]) == 2000 - 600, 10,
+                 message=f"backup {i} forgot the finished messages")
+
+    owner.kill()
+    shutil.rmtree(owner.workdir / "data")
+    await consumer.stop()
+
+    after = await Consumer(adopter.tcp_address, "orders", "billing", rdy=200).start()
+    want = set(acked) - finished
+    await after.wait_until(lambda: want <= after.bodies(), 30, f"{len(want)} messages delivered by the adopter")
+    await after.quiesce()
+    await after.stop()
+    delivered = [d.body for d in after.deliveries]
+    assert set(delivered) == want, "a finished message came back, or one never published"
+    assert len(delivered) == len(want), f"{len(delivered) - len(want)} duplicates"
+    stats = c.replication(1)
+    assert stats["adopted"] == {c.peers[0]: 2000 - 600}
+    assert c.replication(2)["adopted"] == {}  # the first live backup adopts, the second stands by
+
+
+async def test_a_publish_acknowledged_the_instant_before_kill_9_is_delivered(cluster) -> None:
+    c = cluster(2)
+    owner, adopter, _ = c.nodes
+    later = [b"later-%d" % i for i in range(5)]
+    deferred_at = time.time()
+    assert await dpub(owner.tcp_address, "fresh", 4000, later) == later
+    bodies = [b"now-%05d" % i for i in range(3000)]
+    acked = (await publish(owner.tcp_address, "fresh", bodies, batch=100)).acked
+    assert acked == bodies
+    owner.kill()  # the instant the last OK arrived; no channel existed: the topic held them
+    shutil.rmtree(owner.workdir / "data")
+    after = await Consumer(adopter.tcp_address, "fresh", "late", rdy=500).start()
+    await after.wait_until(lambda: set(acked + later) <= after.bodies(), 30, "every acknowledged message")
+    await after.quiesce()
+    await after.stop()
+    assert len(after.deliveries) == len(acked) + len(later)
+    # a DPUB's copy keeps its due time: the adopter held it back for what was left
+    assert min(d.at for d in after.deliveries if d.body in later) >= deferred_at + 4 - 0.1
+
+
+async def test_without_a_quorum_a_publish_fails_and_with_one_back_it_succeeds(cluster) -> None:
+    c = cluster(3)
+    owner, first, second = c.nodes
+    assert (await publish(owner.tcp_address, "t", [b"before"])).acked == [b"before"]
+    first.kill()
+    second.kill()
+    conn = await V2Connection.open(owner.tcp_address)
+    try:
+        conn.send(b"PUB t\n" + len(b"alone").to_bytes(4, "big") + b"alone")
+        frame = await conn.frame(timeout=10)
+        assert frame.is_error and frame.data.startswith(b"E_PUB_FAILED"), frame.data
+    finally:
+        await conn.close()
+    status, answer = http("POST", owner.url("/pub?topic=t"), b"alone-http")
+    assert status == 500, (status, answer)
+
+    first.start()  # one backup back: 2 of 3 copies again
+    wait_for(lambda: any(b["connected"] for b in c.replication(0)["backups"]), 10, message="a backup back")
+    assert (await publish(owner.tcp_address, "t", [b"after"])).acked == [b"after"]
+
+
+async def test_a_whole_cluster_restart_adopts_nothing(cluster) -> None:
+    """The first nsqd back up waits for the others longer than a failover timeout: it
+    holds copies of their messages, but they are only booting, not lost."""
+    c = cluster(3, replication_failover_timeout="2s")  # lost after 2 s; 10 s at start
+    owner, backup, _ = c.nodes
+    bodies = [b"kept-%03d" % i for i in range(100)]
+    assert (await publish(owner.tcp_address, "kept", bodies, batch=10)).acked == bodies
+    for node in c.nodes:
+        assert node.stop() == 0
+    backup.start()
+    assert backup.get_json("/replication")["held_copies"] == {c.peers[0]: 100}
+    # well past one failover timeout, within the grace
+    deadline = asyncio.get_running_loop().time() + 2.5
+    while asyncio.get_running_loop().time() < deadline:
+        assert backup.get_json("/replication")["adopted"] == {}
+        await asyncio.sleep(0.1)
+    owner.start()
+    wait_for(lambda: backup.get_json("/replication")["peers"][0]["alive"], 10, message="the owner heard")
+    consumer = await Consumer(owner.tcp_address, "kept", "c", rdy=100).start()
+    await consumer.wait_until(lambda: set(bodies) <= consumer.bodies(), 20, "the owner's own messages")
+    await consumer.quiesce()
+    await consumer.stop()
+    assert backup.get_json("/replication")["adopted"] == {}
+    assert len(consumer.deliveries) == 100
+
+
+async def test_an_owner_replaced_at_once_with_an_empty_disk_still_has_its_messages_adopted(cluster) -> None:
+    """The replacement comes back before its backups called the old one lost: with an
+    empty data path it stays silent long enough for them to adopt what they hold."""
+    c = cluster(3, replication_failover_timeout="3s")  # longer than a restart takes
+    owner, adopter, _ = c.nodes
+    bodies = [b"old-%04d" % i for i in range(500)]
+    assert (await publish(owner.tcp_address, "orders", bodies, batch=50)).acked == bodies
+    owner.kill()
+    shutil.rmtree(owner.workdir / "data")
+    owner.start()  # within the failover timeout of its last word
+    consumer = await Consumer(adopter.tcp_address, "orders", "c", rdy=200).start()
+    await consumer.wait_until(lambda: set(bodies) <= consumer.bodies(), 15, "the old owner's messages")
+    await consumer.quiesce()
+    await consumer.stop()
+    assert len(consumer.deliveries) == len(bodies)
+    wait_for(lambda: all(b["connected"] for b in c.replication(0)["backups"]), 15, message="the replacement joined")
+    assert (await publish(owner.tcp_address, "orders", [b"new"])).acked == [b"new"]

@@ -1,0 +1,300 @@
+"""The replication protocol as a state machine, driven by hypothesis through every order
+of events: publishes, channel changes and FINs at owners; frames and ACKs crossing the
+links one at a time; links dropped and re-established; backups killed and restarted
+with or without their data directory. After every step, every owner is in turn
+supposed killed: its first live backup pulls the other backups' copies, merges them
+with its own and delivers what is live.
+
+The pieces under test are nsqd's own: the frame codec, ResendBuffer (what a link keeps
+and resends), AckTracker (when a publish is answered), ReplicaStore and Shard (what a
+backup keeps, its log replayed after a restart), pull_answer and ReplicaStore.merge
+(an adoption), and the ring (who backs up whom, who adopts). Only the sockets are
+replaced by in-memory queues.
+
+The properties: a publish is answered OK only once a quorum holds it; were its owner
+killed at any moment, the adoption would deliver every publish answered OK to every
+channel still owed it, and nothing that was not published."""
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+from collections import deque
+from dataclasses import dataclass, field
+
+from hypothesis import settings, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from nsqd.message import encode_payload
+from nsqd.replication import ring, wire
+from nsqd.replication.backup_server import pull_answer
+from nsqd.replication.resend import ResendBuffer
+from nsqd.replication.store import ReplicaStore
+from nsqd.replication.tracker import AckTracker
+from nsqd.replication.wire import Entry, Kind
+
+TOPICS = ("orders", "audit")
+CHANNELS = ("billing", "archive")
+
+
+@dataclass
+class Link:
+    """One owner -> backup connection: frames in transit, ACKs coming back."""
+    buffer: ResendBuffer
+    frames: deque[bytes] = field(default_factory=deque)
+    acks: deque[int] = field(default_factory=deque)
+
+
+@dataclass
+class Published:
+    owner: str
+    topic: str
+    owed: set[str] | None  # channels that existed at publish (None: the topic had none)
+    acked: bool = False
+
+
+class ReplicationMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.root = tempfile.mkdtemp(prefix="replication-model-")
+        self.peers: list[str] = []
+        self.replicas = 0
+        self.stores: dict[str, ReplicaStore] = {}
+
+    def teardown(self) -> None:
+        self.loop.close()
+        for store in self.stores.values():
+            store.close()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    @initialize(nodes=st.integers(2, 4), replicas=st.integers(2, 3))
+    def start(self, nodes: int, replicas: int) -> None:
+        self.peers = [f"127.0.0.{i + 2}:4153" for i in range(nodes)]
+        self.replicas = min(replicas, nodes)
+        self.stores = {p: self._store(p) for p in self.peers}
+        self.trackers = {p: AckTracker(self.loop.create_future) for p in self.peers}
+        self.links = {(o, b): Link(ResendBuffer(1 << 30)) for o in self.peers
+                      for b in ring.backups_of(o, self.peers, self.replicas)}
+        self.seqs = {p: 0 for p in self.peers}
+        self.channels: dict[tuple[str, str], set[str]] = {}  # (owner, topic) -> channels now
+        self.published: dict[bytes, Published] = {}
+        self.finished: dict[bytes, set[str]] = {}
+        self.futures: dict[tuple[str, int], tuple[asyncio.Future[None], list[bytes]]] = {}
+        self.wiped_backups_of: set[str] = set()
+        self.next_id = 0
+        for owner in self.peers:  # "orders" starts with both channels, "audit" with none
+            self.channels[(owner, "orders")] = set(CHANNELS)
+            self._send(owner, wire.channels("orders", sorted(CHANNELS)), None)
+
+    def _store(self, node: str, load: bool = False) -> ReplicaStore:
+        store = ReplicaStore(f"{self.root}/{node}", durable=False)
+        if load:
+            store.load()
+        return store
+
+    # -- the owner's side ---------------------------------------------------------
+    def _send(self, owner: str, frame: bytes, seq: int | None) -> None:
+        for backup in ring.backups_of(owner, self.peers, self.replicas):
+            link = self.links[(owner, backup)]
+            if seq is None:
+                link.buffer.keep_after(frame)
+            else:
+                link.buffer.keep_append(seq, frame)
+            link.frames.append(frame)
+
+    @rule(owner=st.integers(0, 3), topic=st.sampled_from(TOPICS), count=st.integers(1, 3))
+    def publish(self, owner: int, topic: str, count: int) -> None:
+        node = self.peers[owner % len(self.peers)]
+        ids = []
+        for _ in range(count):
+            self.next_id += 1
+            ids.append(b"%016x" % self.next_id)
+        now = self.channels.get((node, topic), set())
+        for msg_id in ids:
+            self.published[msg_id] = Published(node, topic, set(now) if now else None)
+        self.seqs[node] += 1
+        seq = self.seqs[node]
+        entries = [Entry(encode_payload(i, b"body-" + i, 0)) for i in ids]
+        self._send(node, wire.append(seq, topic, entries), seq)
+        backups = tuple(ring.backups_of(node, self.peers, self.replicas))
+        future = self.trackers[node].add(seq, ring.quorum(self.replicas) - 1, backups, float("inf"))
+        self.futures[(node, seq)] = (future, ids)
+
+    @rule(owner=st.integers(0, 3), topic=st.sampled_from(TOPICS), channel=st.sampled_from(CHANNELS),
+          add=st.booleans())
+    def change_channels(self, owner: int, topic: str, channel: str, add: bool) -> None:
+        node = self.peers[owner % len(self.peers)]
+        names = self.channels.setdefault((node, topic), set())
+        if add:
+            names.add(channel)
+            for p in self.published.values():  # what waited in the topic goes to its channels
+                if p.owner == node and p.topic == topic and p.owed is None:
+                    p.owed = {channel}
+        else:
+            names.discard(channel)  # deleted: a channel made again later starts empty
+            for p in self.published.values():
+                if p.owner == node and p.topic == topic and p.owed is not None:
+                    p.owed.discard(channel)
+        self._send(node, wire.channels(topic, sorted(names)), None)
+
+    @rule(data=st.data())
+    def fin(self, data: st.DataObject) -> None:
+        choices = [(msg_id, c) for msg_id, p in self.published.items()
+                   for c in sorted(self._owed(msg_id))]
+        if not choices:
+            return
+        msg_id, channel = data.draw(st.sampled_from(choices))
+        p = self.published[msg_id]
+        self.finished.setdefault(msg_id, set()).add(channel)
+        self._send(p.owner, wire.fin(p.topic, channel, [msg_id]), None)
+
+    def _owed(self, msg_id: bytes) -> set[str]:
+        """Channels that must still get the message: those it was fanned out to, less the
+        channels deleted since and the ones that finished it."""
+        p = self.published[msg_id]
+        if p.owed is None:
+            return set()
+        return (p.owed & self.channels.get((p.owner, p.topic), set())) - self.finished.get(msg_id, set())
+
+    # -- the links ----------------------------------------------------------------
+    def _link(self, index: int, busy: str = "") -> tuple[tuple[str, str], Link] | None:
+        """A link between two live nodes (with something in ``busy``'s queue if named)."""
+        live = [(k, v) for k, v in sorted(self.links.items()) if not busy or getattr(v, busy)]
+        return live[index % len(live)] if live else None
+
+    @rule(index=st.integers(0, 20), count=st.integers(1, 4))
+    def deliver_frames(self, index: int, count: int) -> None:
+        for _ in range(count):
+            self._deliver_frame(index)
+
+    def _deliver_frame(self, index: int) -> None:
+        found = self._link(index, "frames")
+        if found is None:
+            return
+        (owner, backup), link = found
+        raw = link.frames.popleft()
+        [(frame, _)] = wire.raw_frames(raw)
+        store = self.stores[backup]
+        store.apply(owner, frame, raw)
+        store._write()  # the commit before the ACK
+        if frame.kind is Kind.APPEND:
+            link.acks.append(frame.seq)
+
+    @rule(index=st.integers(0, 20), count=st.integers(1, 4))
+    def deliver_acks(self, index: int, count: int) -> None:
+        for _ in range(count):
+            self._deliver_ack(index)
+
+    def _deliver_ack(self, index: int) -> None:
+        found = self._link(index, "acks")
+        if found is None:
+            return
+        (owner, backup), link = found
+        seq = link.acks.popleft()
+        link.buffer.acked(seq)
+        self.trackers[owner].acked(backup, seq)
+        self._note_acks()
+
+    def _note_acks(self) -> None:
+        for key, (future, ids) in list(self.futures.items()):
+            if future.done():
+                assert future.exception() is None
+                for msg_id in ids:
+                    self.published[msg_id].acked = True
+                del self.futures[key]
+
+    @rule(index=st.integers(0, 20))
+    def reconnect(self, index: int) -> None:
+        """The connection drops (frames and ACKs in transit are lost) and comes back: the
+        owner resends what it kept, then the channels as they are now."""
+        found = self._link(index)
+        if found is None:
+            return
+        (owner, _), link = found
+        link.acks.clear()
+        greeting = [wire.channels(t, sorted(c)) for (o, t), c in self.channels.items() if o == owner]
+        link.frames = deque(link.buffer.frames() + greeting)
+
+    # -- a backup's restart ---------------------------------------------------------
+    @rule(node=st.integers(0, 3), wipe=st.booleans())
+    def restart_backup(self, node: int, wipe: bool) -> None:
+        """A node is killed and comes back, its data directory kept or deleted: as the
+        backup of others it restarts from its log (or empty: then the owners it backed
+        up have lost a copy, and their own loss would be a second fault)."""
+        name = self.peers[node % len(self.peers)]
+        self.stores[name].close()
+        if wipe:
+            shutil.rmtree(f"{self.root}/{name}", ignore_errors=True)
+            self.wiped_backups_of.update(ring.owners_backed_by(name, self.peers, self.replicas))
+        self.stores[name] = self._store(name, load=True)
+        for (owner, backup), link in self.links.items():
+            if backup == name:
+                link.acks.clear()
+                greeting = [wire.channels(t, sorted(c)) for (o, t), c in self.channels.items() if o == owner]
+                link.frames = deque(link.buffer.frames() + greeting)
+
+    # -- the property ---------------------------------------------------------------
+    def _adoption(self, owner: str) -> dict[bytes, set[str] | None]:
+        """What an adoption would deliver if ``owner`` were killed now: its first live
+        backup merges its own copies and the other backups' (PULL), then delivers each
+        live message to the channels still owed it (None: to the topic)."""
+        alive = lambda node: node != owner  # noqa: E731
+        adopter = ring.adopter(owner, self.peers, self.replicas, alive)
+        assert adopter is not None
+        merged = ReplicaStore(f"{self.root}/unused", durable=False)
+        for backup in [adopter] + [b for b in ring.backups_of(owner, self.peers, self.replicas) if b != adopter]:
+            for raw in pull_answer(self.stores[backup], owner):
+                [(frame, _)] = wire.raw_frames(raw)
+                assert frame.inner is not None
+                merged.merge(owner, frame.inner)
+        delivered: dict[bytes, set[str] | None] = {}
+        for topic, shard in merged.shards.get(owner, {}).items():
+            for live in shard.live():
+                msg_id = live.entry.payload[10:26]
+                assert msg_id in self.published, "adoption would deliver a message nobody published"
+                assert self.published[msg_id].topic == topic
+                delivered[msg_id] = None if live.channels is None else set(live.channels)
+        return delivered
+
+    @invariant()
+    def acknowledged_publishes_survive_the_loss_of_their_owner(self) -> None:
+        """Checked after every step, for every owner, as if it were killed just then."""
+        if not self.peers:
+            return
+        for owner in self.peers:
+            if owner in self.wiped_backups_of:
+                continue  # one of its copies is already lost: a second fault
+            acked = [(i, p) for i, p in self.published.items() if p.owner == owner and p.acked]
+            if not acked:
+                continue
+            adopted = self._adoption(owner)
+            for msg_id, p in acked:
+                if p.owed is None:
+                    assert msg_id in adopted, f"acknowledged {msg_id!r} (no channel yet) would be lost"
+                    continue
+                owed = self._owed(msg_id)
+                got = adopted.get(msg_id, set())
+                assert got is None or owed <= got, f"acknowledged {msg_id!r} would be lost for {owed - (got or set())}"
+
+    @invariant()
+    def a_publish_is_answered_only_with_a_quorum_of_copies(self) -> None:
+        for msg_id, p in self.published.items():
+            if not p.acked or p.owner in self.wiped_backups_of or (p.owed is not None and not self._owed(msg_id)):
+                continue
+            holders = 1 + sum(1 for b in ring.backups_of(p.owner, self.peers, self.replicas)
+                              if msg_id in self.stores[b].shards.get(p.owner, {}).get(p.topic, _EMPTY).messages)
+            assert holders >= ring.quorum(self.replicas), f"{msg_id!r} acknowledged with {holders} copies"
+
+
+class _Empty:
+    messages: dict = {}
+
+
+_EMPTY = _Empty()
+
+# a longer search: REPLICATION_MODEL_EXAMPLES=5000 pytest tests/broker/test_replication_model.py
+EXAMPLES = int(os.environ.get("REPLICATION_MODEL_EXAMPLES", "80"))
+ReplicationMachine.TestCase.settings = settings(max_examples=EXAMPLES, stateful_step_count=50, deadline=None)
+TestReplicationModel = ReplicationMachine.TestCase

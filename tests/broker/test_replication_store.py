@@ -1,0 +1,93 @@
+"""What a backup keeps of its owners' messages: its log replayed after a restart (a torn
+last frame dropped), the copies forgotten once every channel finished them, the log cut
+down when nothing is left, and the merge of another backup's copies for an adoption."""
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from nsqd.message import encode_payload
+from nsqd.replication import store as store_module, wire
+from nsqd.replication.store import ReplicaStore
+from nsqd.replication.wire import Entry
+
+OWNER = "127.0.0.2:4153"
+
+
+def msg(n: int) -> Entry:
+    msg_id = b"%016x" % n
+    return Entry(encode_payload(msg_id, b"body-%d" % n, 0))
+
+
+def apply(store: ReplicaStore, raw: bytes) -> None:
+    [(frame, _)] = wire.raw_frames(raw)
+    store.apply(OWNER, frame, raw)
+
+
+def test_a_restarted_backup_has_what_it_wrote_and_drops_a_torn_tail(tmp_path: Path) -> None:
+    store = ReplicaStore(str(tmp_path), durable=True)
+    apply(store, wire.channels("t", ["a", "b"]))
+    apply(store, wire.append(1, "t", [msg(1), msg(2), msg(3)]))
+    apply(store, wire.fin("t", "a", [b"%016x" % 1]))
+    apply(store, wire.fin("t", "b", [b"%016x" % 1, b"%016x" % 2]))
+    store.close()
+    log = tmp_path / "replication" / "127.0.0.2_4153.log"
+    with open(log, "ab") as f:
+        f.write(wire.append(2, "t", [msg(4)])[:-5])  # a crash in the middle of a write
+
+    again = ReplicaStore(str(tmp_path), durable=True)
+    again.load()
+    shard = again.shards[OWNER]["t"]
+    assert list(shard.messages) == [b"%016x" % 2, b"%016x" % 3]  # 1 finished by both channels
+    assert [(live.entry.payload[10:26], live.channels) for live in shard.live()] == [
+        (b"%016x" % 2, ["a"]), (b"%016x" % 3, ["a", "b"])]
+    assert log.stat().st_size == sum(len(raw) for _, raw in wire.raw_frames(log.read_bytes()))
+    again.close()
+
+
+def test_messages_wait_for_a_channel_and_a_deleted_channel_owes_nothing(tmp_path: Path) -> None:
+    store = ReplicaStore(str(tmp_path), durable=False)
+    apply(store, wire.append(1, "t", [msg(1)]))
+    assert [live.channels for live in store.shards[OWNER]["t"].live()] == [None]
+    apply(store, wire.channels("t", ["a", "b"]))
+    apply(store, wire.fin("t", "a", [b"%016x" % 1]))
+    assert store.held(OWNER) == 1
+    apply(store, wire.channels("t", ["a"]))  # b deleted
+    assert store.held(OWNER) == 0
+
+
+def test_merging_an_older_channel_list_owes_no_channel_less(tmp_path: Path) -> None:
+    """The adopter knows channels a and b; another backup has not heard of b yet. Merging
+    its copies must not leave the adopter believing a's FIN was the last one owed."""
+    adopter = ReplicaStore(str(tmp_path), durable=False)
+    apply(adopter, wire.channels("t", ["a", "b"]))
+    apply(adopter, wire.append(1, "t", [msg(1)]))
+    apply(adopter, wire.fin("t", "a", [b"%016x" % 1]))
+    for raw in (wire.channels("t", ["a"]),):
+        [(frame, _)] = wire.raw_frames(wire.pulled(OWNER, raw))
+        assert frame.inner is not None
+        adopter.merge(OWNER, frame.inner)
+    assert [live.channels for live in adopter.shards[OWNER]["t"].live()] == [["b"]]
+
+
+async def test_a_log_with_nothing_left_is_cut_down_to_its_channels(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(store_module, "COMPACT_BYTES", 2000)
+    store = ReplicaStore(str(tmp_path), durable=True)
+    apply(store, wire.channels("t", ["a"]))
+    for n in range(1, 40):
+        apply(store, wire.append(n, "t", [msg(n)]))
+        apply(store, wire.fin("t", "a", [b"%016x" % n]))
+    committed = asyncio.Event()
+    store.after_commit(committed.set)
+    await asyncio.wait_for(committed.wait(), 5)
+    log = tmp_path / "replication" / "127.0.0.2_4153.log"
+    assert log.stat().st_size < 200
+    apply(store, wire.append(99, "t", [msg(99)]))  # written after the cut, to the new file
+    store.close()
+    again = ReplicaStore(str(tmp_path), durable=True)
+    again.load()
+    assert again.shards[OWNER]["t"].channels == ["a"]
+    assert list(again.shards[OWNER]["t"].messages) == [b"%016x" % 99]
+    again.close()
+    assert not any(name.endswith(".tmp") for name in os.listdir(tmp_path / "replication"))

@@ -1,0 +1,105 @@
+"""The replication link's frames: what is encoded decodes to the same values, split
+anywhere across reads; garbage raises WireError and nothing else; a log cut short
+replays only its whole frames."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from nsqd.replication import wire
+from nsqd.replication.wire import Entry, Kind, WireError
+
+names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
+ids = st.binary(min_size=16, max_size=16)
+entries = st.builds(Entry, st.binary(min_size=26, max_size=300), st.integers(0, 2**63 - 1))
+
+frames = st.one_of(
+    st.builds(lambda n: (wire.hello(n), (Kind.HELLO, n)), names),
+    st.builds(lambda s, t, e: (wire.append(s, t, e), (Kind.APPEND, s, t, e)),
+              st.integers(0, 2**64 - 1), names, st.lists(entries, max_size=5)),
+    st.builds(lambda s: (wire.ack(s), (Kind.ACK, s)), st.integers(0, 2**64 - 1)),
+    st.builds(lambda t, c, i: (wire.fin(t, c, i), (Kind.FIN, t, c, i)), names, names, st.lists(ids, max_size=5)),
+    st.builds(lambda t, c: (wire.channels(t, c), (Kind.CHANNELS, t, c)), names, st.lists(names, max_size=4)),
+    st.just((wire.ping(), (Kind.PING,))),
+    st.builds(lambda s, o: (wire.pull(s, o), (Kind.PULL, s, o)), st.integers(0, 2**64 - 1), names),
+    st.builds(lambda s: (wire.done(s), (Kind.DONE, s)), st.integers(0, 2**64 - 1)),
+)
+
+
+def values(frame: wire.Frame) -> tuple:
+    k = frame.kind
+    if k is Kind.HELLO:
+        return (k, frame.name)
+    if k is Kind.APPEND:
+        return (k, frame.seq, frame.topic, frame.entries)
+    if k in (Kind.ACK, Kind.DONE):
+        return (k, frame.seq)
+    if k is Kind.FIN:
+        return (k, frame.topic, frame.channel, frame.ids)
+    if k is Kind.CHANNELS:
+        return (k, frame.topic, frame.channels)
+    if k is Kind.PULL:
+        return (k, frame.seq, frame.name)
+    return (k,)
+
+
+@settings(max_examples=200)
+@given(st.lists(frames, max_size=8), st.lists(st.integers(1, 64), max_size=10))
+def test_frames_decode_to_what_was_encoded_however_the_bytes_are_split(encoded, cuts) -> None:
+    data = b"".join(raw for raw, _ in encoded)
+    decoder = wire.Decoder()
+    out = []
+    at = 0
+    for cut in cuts:
+        decoder.feed(data[at:at + cut])
+        at += cut
+        out += decoder.frames_with_bytes()
+    decoder.feed(data[at:])
+    out += decoder.frames_with_bytes()
+    assert [values(f) for f, _ in out] == [want for _, want in encoded]
+    assert [raw for _, raw in out] == [raw for raw, _ in encoded]
+    assert decoder.buffered == 0
+
+
+def test_pulled_carries_one_inner_frame() -> None:
+    inner = wire.fin("t", "c", [b"0" * 16])
+    [frame] = _decode(wire.pulled("127.0.0.9:1", inner))
+    assert frame.kind is Kind.PULLED and frame.name == "127.0.0.9:1"
+    assert frame.inner is not None and values(frame.inner) == (Kind.FIN, "t", "c", [b"0" * 16])
+    with pytest.raises(WireError):
+        _decode(wire.pulled("o", wire.ping()))
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=200))
+def test_garbage_raises_wire_error_only(data: bytes) -> None:
+    decoder = wire.Decoder()
+    decoder.feed(data)
+    try:
+        decoder.frames()
+    except WireError:
+        pass
+
+
+@given(st.lists(frames, min_size=1, max_size=6), st.data())
+def test_a_torn_log_replays_its_whole_frames(encoded, data) -> None:
+    raws = [raw for raw, _ in encoded]
+    blob = b"".join(raws)
+    cut = data.draw(st.integers(0, len(blob)))
+    replayed = wire.raw_frames(blob[:cut])
+    whole = 0
+    while whole < len(raws) and sum(map(len, raws[:whole + 1])) <= cut:
+        whole += 1
+    assert [raw for _, raw in replayed] == raws[:whole]
+
+
+def _decode(data: bytes) -> list[wire.Frame]:
+    decoder = wire.Decoder()
+    decoder.feed(data)
+    return decoder.frames()
+
+
+@given(st.integers(0, 2**64 - 1), names, st.lists(st.binary(min_size=26, max_size=100), max_size=5),
+       st.integers(0, 2**63 - 1))
+def test_a_fresh_publish_encodes_as_its_entries_would(seq, topic, payloads, due) -> None:
+    assert wire.append_fresh(seq, topic, payloads, due) == wire.append(seq, topic, [Entry(p, due) for p in payloads])
