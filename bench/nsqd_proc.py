@@ -14,6 +14,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pinning
+
 HOST = "127.0.0.1"
 OURS = str(Path(sys.executable).parent / "nsqd")
 
@@ -55,8 +57,8 @@ class Server:
         self.tcp, self.http = free_port(), free_port()
         argv = shlex.split(command) + [f"--tcp-address={HOST}:{self.tcp}", f"--http-address={HOST}:{self.http}",
                                        f"--data-path={self.tmp.name}", *flags]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(pinning.server_argv(argv), env=pinning.server_env(),
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         self.peak_rss = 0
         self._stop = threading.Event()
         deadline = time.monotonic() + 20
