@@ -314,8 +314,8 @@ class _Connection(asyncio.Protocol):
                 piece = self._chunked_piece()
                 if piece is not None:
                     return piece
-            elif self._buf:
-                return self._length_piece()
+            elif len(self._buf) >= self._body_left or (self._buf and self._body_left > READ_PAUSE):
+                return self._length_piece()  # the whole body in one piece, unless it is large
             elif self._waits_for_continue():
                 self._continue_sent = True
                 self._write_now(b"HTTP/1.1 100 Continue\r\n\r\n")
