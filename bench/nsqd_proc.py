@@ -17,7 +17,9 @@ from pathlib import Path
 import pinning
 
 HOST = "127.0.0.1"
-OURS = str(Path(sys.executable).parent / "nsqd")
+# ``NSQD_OURS`` names another command for ours (e.g. a tree run as ``env PYTHONPATH=... python -m
+# nsqd.cli``, launched the same way as a ``--previous`` one so the two compare like for like)
+OURS = os.environ.get("NSQD_OURS") or str(Path(sys.executable).parent / "nsqd")
 
 SHARED_GO = Path(__file__).resolve().parents[1].parent / "shared" / "nsq-v1.3.0" / "bin"
 
