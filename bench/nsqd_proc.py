@@ -14,8 +14,12 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pinning
+
 HOST = "127.0.0.1"
-OURS = str(Path(sys.executable).parent / "nsqd")
+# ``NSQD_OURS`` names another command for ours (e.g. a tree run as ``env PYTHONPATH=... python -m
+# nsqd.cli``, launched the same way as a ``--previous`` one so the two compare like for like)
+OURS = os.environ.get("NSQD_OURS") or str(Path(sys.executable).parent / "nsqd")
 
 SHARED_GO = Path(__file__).resolve().parents[1].parent / "shared" / "nsq-v1.3.0" / "bin"
 
@@ -55,8 +59,8 @@ class Server:
         self.tcp, self.http = free_port(), free_port()
         argv = shlex.split(command) + [f"--tcp-address={HOST}:{self.tcp}", f"--http-address={HOST}:{self.http}",
                                        f"--data-path={self.tmp.name}", *flags]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(pinning.server_argv(argv), env=pinning.server_env(),
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         self.peak_rss = 0
         self._stop = threading.Event()
         deadline = time.monotonic() + 20

@@ -22,9 +22,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fleet  # noqa: E402
 import loadgen  # noqa: E402
+import pinning  # noqa: E402
 from run import OURS, Server  # noqa: E402
 
-PY_SPY = str(Path(sys.executable).parent / "py-spy")
+PY_SPY = os.environ.get("PY_SPY") or str(Path(sys.executable).parent / "py-spy")
 
 
 def load(name: str, address: str, scale: float) -> None:
@@ -79,14 +80,17 @@ def main() -> None:
     parser.add_argument("--out", default="")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--no-spy", action="store_true", help="only nsqd's CPU seconds")
+    parser.add_argument("--native", action="store_true", help="py-spy --native: C frames too")
+    pinning.add_argument(parser)
     args = parser.parse_args()
+    pinning.apply(args.per_core)
     out = Path(args.out or f"/tmp/nsqd-profile-{args.workload}-{os.getpid()}.txt")
     server = Server(OURS, ["--mem-queue-size=1000000", "--max-rdy-count=5000"])
     spy = None
     try:
         if not args.no_spy:
             spy = subprocess.Popen([PY_SPY, "record", "-r", "250", "--format", "raw", "-o", str(out),
-                                    "--pid", str(server.proc.pid)],
+                                    "--pid", str(server.proc.pid), *(["--native"] if args.native else [])],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1.0)  # py-spy attaches before the load starts
         started = time.perf_counter()

@@ -20,6 +20,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+import pinning
 from nsqd_proc import HOST, free_port
 
 PAYLOAD = struct.pack(">qh", 1_700_000_000_000_000_000, 0) + b"0" * 16 + b"x" * 200
@@ -68,7 +69,8 @@ def restart(command: list[str], data_path: Path, timeout: float = 600.0) -> Rest
     argv = [*command, f"--tcp-address={HOST}:{tcp}", f"--http-address={HOST}:{http_port}",
             f"--data-path={data_path}"]
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(pinning.server_argv(argv), env=pinning.server_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
     first = loaded = 0.0
     base = f"http://{HOST}:{http_port}"
     try:

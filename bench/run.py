@@ -25,6 +25,9 @@ import loadgen  # noqa: E402
 from nsqd_proc import HOST, OURS, Server, free_port, reference_nsqd  # noqa: E402,F401  (others import them from here)
 
 
+POOL: "mp.pool.Pool | None" = None  # made by whichever script runs the workloads
+
+
 def _in_process(fn: Callable[..., dict], *args: object) -> "mp.pool.AsyncResult[dict]":
     return POOL.apply_async(fn, args)
 

@@ -1,7 +1,7 @@
 """nsqd as its work grows, ours beside Go's v1.3.0 (issue 27): prints figures and ratios,
 asserts nothing.
 
-    .venv/bin/python bench/scale.py [--runs 3] [--only restart,consumers,fanout,latency]
+    .venv/bin/python bench/scale.py [--runs 3] [--only restart,consumers,fanout,latency] [--per-core]
     NSQD_REF=/path/to/nsqd .venv/bin/python bench/scale.py   # another reference than ../shared
 
 Rows (each run alternates ours and Go; a figure is the median of the runs):
@@ -37,10 +37,12 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fleet  # noqa: E402
+import pinning  # noqa: E402
 from nsqd_proc import OURS, Server, go_tool, reference_nsqd  # noqa: E402
 from restart import restart, write_data_path  # noqa: E402
 
 Figures = dict[str, float]
+POOL: "mp.pool.Pool | None" = None  # made in main, after pinning
 LOWER, HIGHER = "lower", "higher"
 
 
@@ -131,7 +133,7 @@ def rows(args: argparse.Namespace) -> list[tuple[str, str, Callable[[str], Figur
     out = []
     for n in (100, 1000, 5000):
         out.append(("restart", f"restart_{n}", restart_row(n), [("go", restart_row(n))]))
-    for k in (1000, 5000):
+    for k in (1000, 2000, 5000):
         out.append(("consumers", f"consumers_{k}", consumers_row(k), [("go", consumers_row(k))]))
     for c in (1, 10, 50):
         out.append(("fanout", f"fanout_{c}", fanout_row(c, args.seconds), [("go", fanout_row(c, args.seconds))]))
@@ -147,7 +149,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=5.0, help="length of the fanout and latency runs")
     parser.add_argument("--only", default="", help="comma-separated groups or rows")
+    pinning.add_argument(parser)
     args = parser.parse_args()
+    pinning.apply(args.per_core)
+    global POOL
+    POOL = mp.Pool(1)
     ref = reference_nsqd()
     if not ref:
         sys.exit("no Go nsqd: set NSQD_REF or put NSQ v1.3.0 in ../shared/nsq-v1.3.0")
@@ -170,8 +176,8 @@ def main() -> None:
 
 if __name__ == "__main__":
     mp.set_start_method("spawn")
-    POOL = mp.Pool(1)
     try:
         main()
     finally:
-        POOL.terminate()
+        if POOL is not None:
+            POOL.terminate()

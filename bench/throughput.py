@@ -18,6 +18,9 @@ beside it first). Every server runs with --mem-queue-size=1000000 --max-rdy-coun
 | consume | the Python generator: MPUB 200 load, then SUB, RDY 1000, FIN each |
 | pub_pipelined | the Python generator: PUBs in windows of 256 |
 
+``--per-core``: each nsqd under ``taskset -c 0`` (Go with GOMAXPROCS=1), the load
+generators on CPU 1 (bench/pinning.py).
+
 Per row: msgs/s, ours/Go, peak RSS, and nsqd's CPU (user+system) per message moved.
 ``--previous`` adds a third server to every row (another version of ours, e.g. a tree
 from ``git archive``), alternated with the other two, and its columns with ours/previous.
@@ -34,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import pinning  # noqa: E402
 import run  # noqa: E402
 from nsqd_proc import OURS, Server, go_tool, reference_nsqd  # noqa: E402
 
@@ -87,7 +91,10 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="message counts of the Python rows")
     parser.add_argument("--only", default="", help="comma-separated rows")
     parser.add_argument("--previous", default="", help="command of a third nsqd to alternate with (ours before a change)")
+    pinning.add_argument(parser)
     args = parser.parse_args()
+    pinning.apply(args.per_core)
+    run.POOL = mp.Pool(4)
     ref = reference_nsqd()
     if not ref:
         sys.exit("no Go nsqd: set NSQD_REF or put NSQ v1.3.0 in ../shared/nsq-v1.3.0")
@@ -118,8 +125,8 @@ def main() -> None:
 
 if __name__ == "__main__":
     mp.set_start_method("spawn")
-    run.POOL = mp.Pool(4)
     try:
         main()
     finally:
-        run.POOL.terminate()
+        if run.POOL is not None:
+            run.POOL.terminate()

@@ -399,6 +399,29 @@ class Channel:
             self.on_finished(self.topic_name, self.name, [msg_id])
         return msg
 
+    def finish_lone(self, client: "ClientConn", msg_id: bytes) -> bool:
+        """FIN of the one fresh message a consumer holds (RDY 1), then its next message at
+        once when the pump would hand it that message anyway: nobody else waits in the
+        turn, it has room for one, and the memory queue's head is a fresh payload. The
+        next delivery reuses the finished one's in-flight entry. False, with nothing
+        done, for any other FIN (the command loop's general path takes it)."""
+        spent = self.in_flight.finish_lone(msg_id, client.id)
+        if spent is None:
+            return False
+        client.finished_lone()
+        memory = self.memory
+        if (memory.length and not self._with_room and client.has_lone_room() and not client.sample_rate
+                and not (self.paused or self.exiting or self.backend.depth) and self.e2e_latency is None
+                and memory.head_is_fresh()):
+            payload: Payload = memory.popleft()  # type: ignore[assignment]
+            self._from_backend = True  # memory took its turn, as in _deliver
+            self.in_flight.push_lone(spent, payload, client.id, time.monotonic(), client.msg_timeout)
+            client.send_lone(payload)
+        else:
+            client.room_may_have_grown()
+            self.pump()
+        return True
+
     def finish_many(self, client_id: int, msg_ids: list[bytes]) -> tuple[int, list[tuple[bytes, str]]]:
         """FIN of a batch: how many were finished, and the IDs refused with the reason."""
         count, with_state, refused = self.in_flight.remove_owned(msg_ids, client_id)

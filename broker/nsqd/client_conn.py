@@ -133,6 +133,23 @@ class ClientConn:
         elif self._out and self._flush_handle is None and not self._holds:
             self._flush_handle = asyncio.get_running_loop().call_soon(self.flush)
 
+    def send_lone(self, payload: Payload) -> None:
+        """``send_messages`` of one fresh message, written at once: a consumer with RDY 1
+        that just finished its previous one gets its next in the same loop pass."""
+        self.in_flight_count += 1
+        self.message_count += 1
+        if self.closed:
+            return
+        frame = bytearray(FRAME_HEADER.pack(len(payload) + 4, FRAME_MESSAGE))
+        frame += payload
+        ATTEMPTS.pack_into(frame, _ATTEMPTS_IN_FRAME, min(payload_attempts(payload) + 1, MAX_ATTEMPTS))
+        if self._out or self._holds or self.codec is not None:
+            self._out += frame
+            if not self._holds:
+                self.flush()
+        else:
+            self.transport.write(frame)
+
     def _frames_of_equal_fresh(self, items: "list[Payload | Message]") -> bool:
         """The usual delivery, fresh messages of one size never delivered before, framed
         without a Python step per message: the frames are the payloads joined by their
@@ -186,6 +203,11 @@ class ClientConn:
     # Whatever can give the client room (RDY, a message settled, writes resumed) tells
     # its channel, which keeps the clients with room in a queue instead of looking at
     # every consumer for every message.
+    def has_lone_room(self) -> bool:
+        """Subscribed, writable, and room for exactly one more message (RDY 1)."""
+        return (self.ready_count - self.in_flight_count == 1 and self.state == ClientState.SUBSCRIBED
+                and not self.write_paused)
+
     def _room_may_have_grown(self) -> None:
         channel = self.channel
         if channel is not None and self.spare_ready() > 0:
@@ -205,6 +227,15 @@ class ClientConn:
     def finished_messages(self, count: int) -> None:
         self.finish_count += count
         self.in_flight_count = max(0, self.in_flight_count - count)
+        self._room_may_have_grown()
+
+    def finished_lone(self) -> None:
+        """``finished_message`` without telling the channel: its caller decides what the
+        room is used for (``Channel.finish_lone``)."""
+        self.finish_count += 1
+        self.in_flight_count = max(0, self.in_flight_count - 1)
+
+    def room_may_have_grown(self) -> None:
         self._room_may_have_grown()
 
     def requeued_message(self) -> None:

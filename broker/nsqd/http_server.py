@@ -1,21 +1,24 @@
-"""nsqd's HTTP/1.1 server: h11 parses requests (line, headers, Content-Length and chunked
-bodies), asyncio streams carry the bytes.
+"""nsqd's HTTP/1.1 server: an asyncio Protocol per connection, heads parsed by
+``http_head`` (h11 judging any head out of the ordinary, and reading chunked bodies).
 
-One task per connection reads requests one after the other (keep-alive, pipelined
-requests wait in h11's buffer), hands each to ``handle`` as an :class:`HttpRequest` and
-writes the :class:`Reply` it returns. Only nsqd's needs are met, and only HTTP/1.x:
+Bytes arrive in ``data_received`` into the connection's buffer; a complete head starts a
+task that runs ``handle`` on an :class:`HttpRequest` and writes the :class:`Reply` it
+returns, then the next request already buffered (pipelined) is served, or the connection
+waits for one (keep-alive). There are no streams, no parser object per request and no
+timer per read: one timer per connection checks, when it fires, how long the connection
+has been waiting for input. Only nsqd's needs are met, and only HTTP/1.x:
 
 - bodies with Content-Length or chunked, read by the handler when it wants them (with a
   limit); ``Expect: 100-continue`` is answered when the handler starts reading;
 - a body the handler left unread is skipped when it is small (up to ``DRAIN_LIMIT``),
   otherwise the answer closes the connection;
-- a request h11 cannot parse is answered ``400 Bad Request`` (431 for oversized headers,
-  505 for an HTTP version other than 1.0 and 1.1) in plain text, as Go's server does, and
-  the connection is closed;
+- a request that cannot be parsed is answered ``400 Bad Request`` (431 for oversized
+  headers, 505 for an HTTP version other than 1.0 and 1.1, 501 for a transfer encoding
+  other than chunked) in plain text, as Go's server does, and the connection is closed;
 - answers always carry Content-Length (and Date, as Go's do) and are written in the
   request's HTTP version; an HTTP/1.0 request or ``Connection: close`` closes after it;
-- every read waits at most ``idle_timeout`` (a connection between two requests, or a
-  client that stops sending mid-request, is closed after it);
+- waiting for input lasts at most ``idle_timeout`` (a connection between two requests,
+  or a client that stops sending mid-request, is closed after it);
 - ``close()``: listeners first, then idle connections, then requests still running get
   ``grace`` seconds to finish (each connection closes after its answer) before they are
   cancelled.
@@ -23,26 +26,33 @@ writes the :class:`Reply` it returns. Only nsqd's needs are met, and only HTTP/1
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import ssl
 import time
 from email.utils import formatdate
 from http import HTTPStatus
-from typing import AsyncIterator, Awaitable, Callable
+from typing import Awaitable, Callable
 from urllib.parse import unquote
 
 import h11
 
 from nsq_protocol.http_api import Reply
 
+from .http_head import (
+    CHUNKED,
+    MAX_HEADER_BYTES,
+    RequestHead,
+    head_end,
+    obviously_not_a_request,
+    parse_head,
+    refuse_incomplete,
+)
+
 IDLE_TIMEOUT = 75.0  # seconds; aiohttp's keep-alive default, which nsqd had before
 SHUTDOWN_GRACE = 60.0  # seconds running requests get to finish at close()
 DRAIN_LIMIT = 256 * 1024  # unread body bytes skipped to keep a connection open
-MAX_HEADER_BYTES = 64 * 1024  # a request line and headers still incomplete past this: 431
-READ_SIZE = 256 * 1024
+READ_PAUSE = 1024 * 1024  # buffered input past which reading pauses until the request wants it
 LINGER = 1.0  # seconds input is still read and dropped when closing on a client still sending
-
 
 
 class BodyUnreadable(Exception):
@@ -75,20 +85,19 @@ class HttpRequest:
     __slots__ = ("method", "target", "path", "query_string", "headers", "secure", "remote",
                  "content_length", "path_arg", "_connection")
 
-    def __init__(self, method: str, target: str, headers: dict[str, str], secure: bool,
-                 remote: str | None, connection: "_Connection") -> None:
-        self.method = method
-        self.target = target
+    def __init__(self, head: RequestHead, secure: bool, remote: str | None, connection: "_Connection") -> None:
+        self.method = head.method
+        self.target = target = head.target
         raw_path, _, self.query_string = target.partition("?")
         if raw_path.startswith(("http://", "https://")):  # absolute-form: keep the path
             slash = raw_path.find("/", raw_path.index("//") + 2)
             raw_path = raw_path[slash:] if slash >= 0 else "/"
         self.path = unquote(raw_path) if "%" in raw_path else raw_path
-        self.headers = headers
+        self.headers = head.headers
         self.secure = secure
         self.remote = remote
-        length = headers.get("content-length")
-        self.content_length = int(length) if length is not None else None  # h11 checked it
+        self.content_length = None if head.body_length == CHUNKED or "content-length" not in head.headers \
+            else head.body_length
         self.path_arg = ""  # what a route's variable part matched (``/config/<opt>``)
         self._connection = connection
 
@@ -97,178 +106,376 @@ class HttpRequest:
         is not read). Raises :class:`BodyUnreadable`."""
         if self.content_length is not None and self.content_length > limit:
             return None
-        chunks: list[bytes] = []
-        total = 0
-        async for chunk in self._connection.body_chunks():
-            total += len(chunk)
+        connection = self._connection
+        first = await connection.body_piece()
+        if first is None:
+            return b""
+        if len(first) > limit:
+            return None
+        chunks = [first]
+        total = len(first)
+        while (piece := await connection.body_piece()) is not None:
+            total += len(piece)
             if total > limit:
                 return None
-            chunks.append(chunk)
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            chunks.append(piece)
+        return first if len(chunks) == 1 else b"".join(chunks)
 
 
 Handle = Callable[[HttpRequest], Awaitable[Reply]]
 
 
-class _Connection:
-    """One client connection. h11 parses: a parser per request (h11 only starts a new
-    cycle after its own framing of the answer), handed what the previous one had read
-    beyond its request. Answers always carry Content-Length, so they are written here."""
+class _Connection(asyncio.Protocol):
+    """One client connection: its input buffer, the request being served, and its body."""
 
-    def __init__(self, server: "HttpServer", reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 secure: bool) -> None:
+    def __init__(self, server: "HttpServer", secure: bool) -> None:
         self._server = server
-        self._reader = reader
-        self._writer = writer
         self._secure = secure
-        peer = writer.get_extra_info("peername")
-        self._remote = str(peer[0]) if isinstance(peer, tuple) and peer else None
-        self._parser = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
+        self._loop = asyncio.get_running_loop()
+        self._transport: asyncio.Transport | None = None
+        self._remote: str | None = None
+        self._buf = bytearray()
+        self._eof = False
+        self._lost = False
+        self._lingering = False
+        self._reading_paused = False
         self._version = b"1.1"  # the request's, which the answer uses (as Go's server does)
-        self._between_requests = True
+        self._task: asyncio.Task[None] | None = None  # serves the connection's requests in turn
+        self._serving = False  # a request's head was read and it is not answered yet
+        self._input: asyncio.Future[None] | None = None  # waiting for input (a head or a body)
+        self._writable: asyncio.Future[None] | None = None  # the answer waits for the socket
+        self._write_paused = False
+        self._waiting_since = self._loop.time()
+        self._timer: asyncio.TimerHandle | None = None
+        self.closed: asyncio.Future[None] = self._loop.create_future()
+        self._last_head_bytes = b""  # the previous head as received, and as parsed
+        self._last_head: RequestHead | None = None
+        # the body of the request being served
+        self._head: RequestHead | None = None
+        self._body_left = 0  # Content-Length bytes not yet taken
+        self._chunked: h11.Connection | None = None  # reads a chunked body
         self._body_done = True
         self._body_bytes = 0
         self._continue_sent = False
-        self._unread_input = False
 
     @property
     def idle(self) -> bool:
         """Waiting for the first byte of a request: close() may drop it."""
-        return self._between_requests and self._parser.their_state is h11.IDLE and not self._parser.trailing_data[0]
+        return not self._serving and not self._buf and not self._lingering
 
-    async def run(self) -> None:
-        try:
-            while await self._serve_one():
-                self._next_parser()
-            if self._unread_input:
-                await self._linger()
-        except h11.RemoteProtocolError as e:  # in a request's head: nothing is answered yet
-            with contextlib.suppress(OSError):
-                await self._respond("", refusal(e.error_status_hint), close=True)
-                await self._linger()
-        except (OSError, TimeoutError, asyncio.IncompleteReadError):
-            pass  # the peer went away, stalled, or broke off mid-request: nothing to answer
-        finally:
-            self._writer.close()
+    # -- asyncio.Protocol -----------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self._remote = str(peer[0]) if isinstance(peer, tuple) and peer else None
+        self._server._connections.add(self)
+        self._arm_timer()
+        self._task = self._loop.create_task(self._run())
 
-    async def _linger(self) -> None:
-        """Closing with the client still sending (a body left unread, a request refused):
-        stop writing, then read and drop what still comes for a moment, so the kernel does
-        not reset the connection and lose the answer before the client read it."""
-        try:
-            if self._writer.can_write_eof():
-                self._writer.write_eof()
-            async with asyncio.timeout(LINGER):
-                while await self._reader.read(READ_SIZE):
-                    pass
-        except (OSError, TimeoutError):
-            pass
-
-    def _next_parser(self) -> None:
-        data, closed = self._parser.trailing_data
-        self._parser = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
-        if data:
-            self._parser.receive_data(bytes(data))
-        if closed:
-            self._parser.receive_data(b"")
-
-    async def _serve_one(self) -> bool:
-        """Read one request and answer it; whether the connection goes on."""
-        event = await self._next_event(idle=True)
-        if isinstance(event, h11.ConnectionClosed):
-            return False
-        assert isinstance(event, h11.Request)
-        if event.http_version not in (b"1.0", b"1.1"):  # h11 takes any digit.digit
-            raise h11.RemoteProtocolError("unsupported HTTP version", error_status_hint=505)
-        self._between_requests = False
-        request = self._request(event)
-        self._version = event.http_version
-        keep_alive = event.http_version == b"1.1" and not _asks_to_close(request.headers.get("connection"))
-        self._body_done, self._body_bytes, self._continue_sent = False, 0, False
-        reply = await self._server.handle(request)
-        body_read = await self._finish_body(request)
-        self._unread_input = not body_read
-        keep_alive = body_read and keep_alive and not self._server.closing
-        await self._respond(request.method, reply, close=not keep_alive)
-        self._between_requests = True
-        return keep_alive
-
-    def _request(self, event: h11.Request) -> HttpRequest:
-        headers: dict[str, str] = {}
-        for name, value in event.headers:
-            key, text = name.decode("latin-1"), value.decode("latin-1")
-            headers[key] = f"{headers[key]}, {text}" if key in headers else text
-        return HttpRequest(event.method.decode("ascii"), event.target.decode("latin-1"), headers,
-                           self._secure, self._remote, self)
-
-    async def _next_event(self, idle: bool = False) -> h11.Event:
-        while True:
-            event = self._parser.next_event()
-            if event is h11.NEED_DATA:
-                try:
-                    async with asyncio.timeout(self._server.idle_timeout):
-                        data = await self._reader.read(READ_SIZE)
-                except TimeoutError:
-                    if idle and self.idle:
-                        return h11.ConnectionClosed()  # an idle keep-alive connection times out
-                    raise
-                self._parser.receive_data(data)
-                continue
-            assert event is not h11.PAUSED  # a parser reads one request only
-            return event  # type: ignore[return-value]
-
-    async def body_chunks(self) -> AsyncIterator[bytes]:
-        """The request body as it arrives; sends 100 Continue first when it is awaited."""
-        if self._body_done:
+    def data_received(self, data: bytes) -> None:
+        if self._lingering:
             return
-        if self._parser.they_are_waiting_for_100_continue and not self._continue_sent:
-            self._continue_sent = True
-            await self._write(b"HTTP/1.1 100 Continue\r\n\r\n")
-        try:
-            while True:
-                event = await self._next_event()
-                if isinstance(event, h11.Data):
-                    self._body_bytes += len(event.data)
-                    yield bytes(event.data)
-                elif isinstance(event, h11.EndOfMessage):
-                    self._body_done = True
-                    return
-                else:  # ConnectionClosed mid-body
-                    raise BodyUnreadable("the connection closed during the body")
-        except (h11.RemoteProtocolError, TimeoutError, OSError) as e:
-            raise BodyUnreadable(str(e) or type(e).__name__) from e
+        self._waiting_since = self._loop.time()
+        self._buf += data
+        waiter = self._input
+        if waiter is not None:
+            if not waiter.done():
+                waiter.set_result(None)
+        elif len(self._buf) > READ_PAUSE and not self._reading_paused and self._transport is not None:
+            self._reading_paused = True  # resumed when the request being served wants input
+            self._transport.pause_reading()
 
-    async def _finish_body(self, request: HttpRequest) -> bool:
+    def eof_received(self) -> bool:
+        self._eof = True
+        if self._lingering:
+            self._close()
+        elif self._input is not None and not self._input.done():
+            self._input.set_result(None)
+        return True  # the answer may still be written; the connection closes itself after it
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
+        self._server._connections.discard(self)
+        if self._timer is not None:
+            self._timer.cancel()
+        for waiter in (self._input, self._writable):
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+
+    # -- requests -------------------------------------------------------------
+    async def _run(self) -> None:
+        """Serve requests one after the other while the connection lasts (keep-alive,
+        pipelined ones straight from the buffer)."""
+        try:
+            while not (self._lost or self._lingering):
+                head = self._take_head()
+                if head is not None:
+                    if not await self._serve(head):
+                        return
+                elif self._lost or self._lingering:
+                    return
+                elif self._eof and not self._buf:
+                    self._close()
+                    return
+                else:
+                    await self._more_input()
+        except asyncio.CancelledError:
+            self._close()
+            raise
+        except BodyUnreadable:  # the idle timeout between requests or inside a head
+            self._close()
+        except Exception:
+            self._server.log.exception("HTTP: connection failed")
+            self._close()
+
+    def _take_head(self) -> RequestHead | None:
+        """The request at the front of the buffer, once its head is whole; None while it
+        is not (or when it was refused: the connection then lingers)."""
+        buf = self._buf
+        if not buf:
+            return None
+        end = head_end(buf)
+        if end < 0:
+            if len(buf) > MAX_HEADER_BYTES or obviously_not_a_request(buf) or self._eof:
+                self._refuse(refuse_incomplete(bytes(buf), self._eof))
+            return None
+        head_bytes = bytes(buf[:end])
+        del buf[:end]
+        if head_bytes == self._last_head_bytes:  # a keep-alive client repeating its request
+            head = self._last_head  # type: ignore[assignment]
+        else:
+            try:
+                head = parse_head(head_bytes)
+            except h11.RemoteProtocolError as e:
+                self._refuse(e)
+                return None
+            self._last_head_bytes, self._last_head = head_bytes, head
+        if head.version not in (b"1.0", b"1.1"):  # h11 takes any digit.digit
+            self._refuse(h11.RemoteProtocolError("unsupported HTTP version", error_status_hint=505))
+            return None
+        self._head = head
+        self._body_bytes, self._continue_sent = 0, False
+        if head.body_length == CHUNKED:
+            self._chunked = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
+            self._chunked.receive_data(head_bytes)
+            self._chunked.next_event()  # the head again: the parser now expects the body
+            self._body_done = False
+        else:
+            self._chunked = None
+            self._body_left = head.body_length
+            self._body_done = not head.body_length
+        return head
+
+    async def _serve(self, head: RequestHead) -> bool:
+        """Answer one request; whether the connection goes on."""
+        self._serving = True
+        self._version = head.version
+        keep_alive = head.version == b"1.1" and not _asks_to_close(head.headers.get("connection"))
+        try:
+            reply = await self._server.handle(HttpRequest(head, self._secure, self._remote, self))
+            body_read = await self._finish_body()
+            keep_alive = body_read and keep_alive and not self._server.closing
+            await self._respond(head.method, reply, close=not keep_alive)
+        except (OSError, ConnectionError):
+            self._close()
+            return False
+        finally:
+            self._serving = False
+        if not keep_alive:
+            if body_read:
+                self._close()
+            else:
+                self._linger()
+            return False
+        self._waiting_since = self._loop.time()
+        return True
+
+    def _refuse(self, error: h11.RemoteProtocolError) -> None:
+        """A request that cannot be parsed: nothing is answered yet, so the refusal is."""
+        self._write_now(self._answer("", refusal(error.error_status_hint), close=True))
+        self._linger()
+
+    # -- the body ---------------------------------------------------------------
+    async def body_piece(self) -> bytes | None:
+        """The next piece of the request's body as it arrives; None once it is all read.
+        Sends 100 Continue first when the client waits for it."""
+        while not self._body_done:
+            if self._chunked is not None:
+                piece = self._chunked_piece()
+                if piece is not None:
+                    return piece
+            elif len(self._buf) >= self._body_left or (self._buf and self._body_left > READ_PAUSE):
+                return self._length_piece()  # the whole body in one piece, unless it is large
+            elif self._waits_for_continue():
+                self._continue_sent = True
+                self._write_now(b"HTTP/1.1 100 Continue\r\n\r\n")
+            if not self._body_done:
+                await self._more_input()
+        return None
+
+    def _length_piece(self) -> bytes:
+        buf = self._buf
+        take = min(len(buf), self._body_left)
+        piece = bytes(buf) if take == len(buf) else bytes(buf[:take])
+        del buf[:take]
+        self._body_left -= take
+        self._body_bytes += take
+        self._body_done = not self._body_left
+        return piece
+
+    def _chunked_piece(self) -> bytes | None:
+        parser = self._chunked
+        assert parser is not None
+        if self._buf:
+            parser.receive_data(bytes(self._buf))
+            self._buf.clear()
+        try:
+            event = parser.next_event()
+        except h11.RemoteProtocolError as e:
+            raise BodyUnreadable(str(e)) from e
+        if isinstance(event, h11.Data):
+            self._body_bytes += len(event.data)
+            return bytes(event.data)
+        if isinstance(event, h11.EndOfMessage):
+            self._body_done = True
+            rest, _ = parser.trailing_data
+            self._buf[:0] = rest  # the next request, pipelined
+            self._chunked = None
+            return None
+        if parser.they_are_waiting_for_100_continue and not self._continue_sent:
+            self._continue_sent = True
+            self._write_now(b"HTTP/1.1 100 Continue\r\n\r\n")
+        return None
+
+    def _waits_for_continue(self) -> bool:
+        head = self._head
+        return (head is not None and head.expects_continue and self._chunked is None and not self._continue_sent
+                and not self._body_bytes and not self._buf)
+
+    async def _more_input(self) -> None:
+        """Until more input arrives; BodyUnreadable when none will (closed, timed out)."""
+        if self._lingering:
+            raise BodyUnreadable("the connection is closing")
+        if self._eof or self._lost:
+            raise BodyUnreadable("the connection closed during the body")
+        if self._reading_paused and self._transport is not None:
+            self._reading_paused = False
+            self._transport.resume_reading()
+        self._waiting_since = self._loop.time()
+        self._input = self._loop.create_future()
+        try:
+            await self._input
+        finally:
+            self._input = None
+        if not self._buf and (self._eof or self._lost):
+            raise BodyUnreadable("the connection closed during the body")
+
+    async def _finish_body(self) -> bool:
         """Skip what the handler left of the body when that is cheap; whether it is all
         read (False: the connection must close after the answer)."""
         if self._body_done:
             return True
-        if self._parser.their_state is h11.ERROR:
+        if self._chunked is not None and self._chunked.their_state is h11.ERROR:
             return False
-        if self._parser.they_are_waiting_for_100_continue and not self._continue_sent:
+        if self._chunked is not None and self._chunked.they_are_waiting_for_100_continue and not self._continue_sent:
+            return False
+        if self._waits_for_continue():
             return False  # the client holds the body back until told to send it
-        if request.content_length is not None and request.content_length - self._body_bytes > DRAIN_LIMIT:
+        if self._chunked is None and self._body_left > DRAIN_LIMIT:
             return False
         try:
-            async for _ in self.body_chunks():
+            while await self.body_piece() is not None:
                 if self._body_bytes > DRAIN_LIMIT:
                     return False
         except BodyUnreadable:
             return False
         return True
 
-    async def _respond(self, method: str, reply: Reply, close: bool) -> None:
+    # -- output -----------------------------------------------------------------
+    def _answer(self, method: str, reply: Reply, close: bool) -> bytes:
         head = "".join(f"{name}: {value}\r\n" for name, value in reply.headers.items()).encode("latin-1")
         parts = [b"HTTP/%s %d %s\r\n" % (self._version, reply.status, _reason(reply.status)), head,
                  b"Date: %s\r\nContent-Length: %d\r\n" % (_date.now(), len(reply.body)),
                  b"Connection: close\r\n\r\n" if close else b"\r\n"]
         if method != "HEAD":
             parts.append(reply.body)
-        await self._write(b"".join(parts))
+        return b"".join(parts)
 
-    async def _write(self, data: bytes) -> None:
-        self._writer.write(data)
-        await self._writer.drain()
+    async def _respond(self, method: str, reply: Reply, close: bool) -> None:
+        self._write_now(self._answer(method, reply, close))
+        if self._write_paused and not self._lost:
+            self._writable = self._loop.create_future()
+            try:
+                await self._writable
+            finally:
+                self._writable = None
+
+    def _write_now(self, data: bytes) -> None:
+        if self._transport is not None and not self._lost:
+            self._transport.write(data)
+
+    # -- closing ----------------------------------------------------------------
+    def _linger(self) -> None:
+        """Closing with the client still sending (a body left unread, a request refused):
+        stop writing, then read and drop what still comes for a moment, so the kernel does
+        not reset the connection and lose the answer before the client read it."""
+        transport = self._transport
+        if transport is None or self._lost:
+            return
+        self._lingering = True
+        self._buf.clear()
+        if self._reading_paused:
+            self._reading_paused = False
+            transport.resume_reading()
+        if self._eof:
+            self._close()
+            return
+        if transport.can_write_eof():
+            transport.write_eof()
+        self._loop.call_later(LINGER, self._close)
+
+    def _close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+    def cancel(self) -> None:
+        """Close now, cancelling the request being served."""
+        if self._task is not None:
+            self._task.cancel()
+        self._close()
+
+    # -- the idle timeout -------------------------------------------------------
+    def _arm_timer(self, at: float | None = None) -> None:
+        due = self._waiting_since + self._server.idle_timeout if at is None else at
+        self._timer = self._loop.call_at(due, self._check_idle)
+
+    def _check_idle(self) -> None:
+        """Input has been awaited for ``idle_timeout``: the connection closes (between
+        requests, or a head that stopped coming), or the body being read fails."""
+        self._timer = None
+        if self._lost:
+            return
+        now = self._loop.time()
+        if self._input is None:  # a handler at work, or lingering: no input awaited
+            self._arm_timer(now + self._server.idle_timeout)
+            return
+        if now < self._waiting_since + self._server.idle_timeout:
+            self._arm_timer()
+            return
+        if not self._input.done():  # a body fails; between requests or in a head, the connection closes
+            self._input.set_exception(BodyUnreadable("no input for the idle timeout"))
+        self._waiting_since = now
+        self._arm_timer()
 
 
 def _asks_to_close(connection: str | None) -> bool:
@@ -295,26 +502,14 @@ class HttpServer:
         self.handle = handle
         self.idle_timeout = idle_timeout
         self.closing = False
-        self._log = logger or logging.getLogger("nsqd")
+        self.log = logger or logging.getLogger("nsqd")
         self._listeners: list[asyncio.AbstractServer] = []
-        self._connections: dict[asyncio.Task[None], _Connection] = {}
+        self._connections: set[_Connection] = set()
 
     async def listen(self, host: str | None, port: int, ssl_context: ssl.SSLContext | None = None) -> asyncio.AbstractServer:
         secure = ssl_context is not None
-
-        async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            task = asyncio.current_task()
-            assert task is not None
-            connection = _Connection(self, reader, writer, secure)
-            self._connections[task] = connection
-            try:
-                await connection.run()
-            except Exception:
-                self._log.exception("HTTP: connection failed")
-            finally:
-                del self._connections[task]
-
-        listener = await asyncio.start_server(accept, host, port, ssl=ssl_context, reuse_address=True)
+        listener = await asyncio.get_running_loop().create_server(
+            lambda: _Connection(self, secure), host, port, ssl=ssl_context, reuse_address=True)
         self._listeners.append(listener)
         return listener
 
@@ -326,14 +521,14 @@ class HttpServer:
     async def close(self, grace: float = SHUTDOWN_GRACE) -> None:
         self.closing = True
         self.stop_listening()
-        await asyncio.sleep(0)  # connections accepted just before run their first step
-        for task, connection in list(self._connections.items()):
+        await asyncio.sleep(0)  # connections accepted just before are made
+        for connection in list(self._connections):
             if connection.idle:
-                task.cancel()
-        running = list(self._connections)
+                connection.cancel()
+        running = {connection.closed: connection for connection in self._connections}
         if running:
             _, late = await asyncio.wait(running, timeout=grace)
-            for task in late:
-                task.cancel()
+            for waiter in late:
+                running[waiter].cancel()  # type: ignore[index]
             if late:
                 await asyncio.wait(late)

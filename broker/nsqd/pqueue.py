@@ -153,6 +153,37 @@ class InFlightQueue:
             fifo = self._fifos[timeout] = {}
         fifo[batch] = batch
 
+    def finish_lone(self, msg_id: bytes, owner: int) -> DeliveryBatch | None:
+        """FIN of the last fresh message of a batch ``owner`` holds (a consumer with RDY 1
+        holds one at a time): the spent batch, removed, for ``push_lone`` to reuse; None,
+        with nothing changed, for any other FIN."""
+        batch = self._by_id.get(msg_id)
+        if batch.__class__ is not DeliveryBatch or batch.client_id != owner or batch.live != 1:  # type: ignore[union-attr]
+            return None
+        del self._by_id[msg_id]
+        del self._fifos[batch.fifo][batch]  # type: ignore[union-attr]
+        batch.live = 0  # type: ignore[union-attr]
+        return batch  # type: ignore[return-value]
+
+    def push_lone(self, spent: DeliveryBatch, payload: Payload, client_id: int, now: float,
+                  timeout: float) -> None:
+        """``push_payloads`` of one fresh payload, in a batch ``finish_lone`` returned: the
+        next delivery of an RDY 1 consumer costs no allocation of its own."""
+        msg_id = payload[ID_SLICE]
+        spent.ids = [msg_id]
+        spent.payloads = [payload]
+        spent.client_id = client_id
+        spent.delivered_at = now
+        spent.deadline = now + timeout
+        spent.fifo = timeout
+        spent.live = 1
+        spent._positions = None
+        self._by_id[msg_id] = spent
+        fifo = self._fifos.get(timeout)
+        if fifo is None:
+            fifo = self._fifos[timeout] = {}
+        fifo[spent] = spent
+
     def remove(self, msg_id: bytes) -> Message | None:
         entry = self._by_id.get(msg_id)
         if entry is not None and entry.__class__ is DeliveryBatch:

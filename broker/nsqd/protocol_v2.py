@@ -82,14 +82,20 @@ class V2Protocol(asyncio.Protocol):
         self._last_read = time.monotonic()
         if self._busy_poller is not None:
             self._busy_poller.poke()
-        if self.client is None:
+        client = self.client
+        if (len(data) == FIN_LINE_LENGTH and client is not None and client.channel is not None
+                and data[-1] == 0x0A and data.startswith(b"FIN ") and client.codec is None
+                and not self._busy and self._decoder.at_boundary()
+                and client.channel.finish_lone(client, data[4:-1])):
+            return  # a consumer with RDY 1 finished its message: its next one is already written
+        if client is None:
             self._magic += data
             if len(self._magic) < 4:
                 return
             if not self._start(self._magic[:4]):
                 return
             data = self._magic[4:]
-        client = self.client
+            client = self.client
         assert client is not None
         if client.codec is not None:
             try:

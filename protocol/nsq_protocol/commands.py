@@ -247,6 +247,10 @@ class CommandDecoder:
     def buffered(self) -> int:
         return len(self._buf) - self._pos
 
+    def at_boundary(self) -> bool:
+        """Everything fed so far is decoded: the next byte starts a command."""
+        return self._pending is None and len(self._buf) <= self._pos
+
     def __iter__(self) -> Iterable[Command]:
         while (cmd := self.next_command()) is not None:
             yield cmd

@@ -167,3 +167,70 @@ def test_a_consumer_with_rdy_1_gets_fresh_and_requeued_messages_one_at_a_time(
     assert (stats["depth"], stats["requeue_count"]) == (0, 1)
     (client,) = stats["clients"]
     assert (client["finish_count"], client["message_count"]) == (2, 3)
+
+
+def test_rdy_1_consumers_finishing_one_at_a_time_get_every_message_once_in_turn(
+        nsqd: Nsqd, connect: Connect, consumer: Consumer, topic: str) -> None:
+    """The lone-FIN path: a FIN alone in a read hands the consumer its next message at
+    once, and the messages still go out once each, in order, with their attempts."""
+    _create(nsqd, topic, "ch")
+    subs = [consumer(nsqd, topic, "ch", rdy=1) for _ in range(3)]
+    pub = connect(nsqd)
+    bodies = [b"m%02d" % i for i in range(30)]
+    pub.mpub(topic, bodies)
+    pub.expect_ok()
+    got: list[bytes] = []
+    for _ in range(10):
+        for sub in subs:
+            message = sub.read_message()
+            assert message.attempts == 1
+            got.append(message.body)
+            sub.fin(message.id)
+    assert sorted(got) == bodies
+    for index, sub in enumerate(subs):  # each saw its messages in publish order
+        assert got[index::3] == sorted(got[index::3])
+        sub.expect_silence(0.1)
+    stats = wait_for(lambda: (c := nsqd.channel(topic, "ch")) and c["in_flight_count"] == 0 and c)
+    assert stats["depth"] == 0
+    assert sorted((c["finish_count"], c["message_count"], c["in_flight_count"]) for c in stats["clients"]) == [
+        (10, 10, 0)] * 3
+
+
+def test_a_lone_fin_of_an_unknown_or_foreign_id_fails_as_before(
+        nsqd: Nsqd, connect: Connect, consumer: Consumer, topic: str) -> None:
+    _create(nsqd, topic, "ch")
+    first = consumer(nsqd, topic, "ch", rdy=1)
+    second = consumer(nsqd, topic, "ch", rdy=1)
+    pub = connect(nsqd)
+    pub.mpub(topic, [b"a", b"b", b"c"])
+    pub.expect_ok()
+    theirs, mine = first.read_message(), second.read_message()
+    second.send(commands.fin(theirs.id))
+    refused = second.expect_error("E_FIN_FAILED")
+    assert refused.data == b"E_FIN_FAILED FIN " + theirs.id + b" failed client does not own message"
+    second.send(commands.fin(UNKNOWN_ID))
+    unknown = second.expect_error("E_FIN_FAILED")
+    assert unknown.data == b"E_FIN_FAILED FIN " + UNKNOWN_ID + b" failed ID not in flight"
+    second.fin(mine.id)
+    third = second.read_message()  # still in the turn after the refusals
+    assert third.body == b"c"
+    second.send(commands.fin(mine.id))  # FINed already: no longer in flight
+    assert second.expect_error("E_FIN_FAILED").data == b"E_FIN_FAILED FIN " + mine.id + b" failed ID not in flight"
+    first.fin(theirs.id)
+    second.fin(third.id)
+    wait_for(lambda: nsqd.channel(topic, "ch")["in_flight_count"] == 0)  # type: ignore[index]
+
+
+def test_a_consumer_that_sent_cls_gets_nothing_more_after_its_lone_fin(
+        nsqd: Nsqd, connect: Connect, consumer: Consumer, topic: str) -> None:
+    _create(nsqd, topic, "ch")
+    sub = consumer(nsqd, topic, "ch", rdy=1)
+    pub = connect(nsqd)
+    pub.mpub(topic, [b"a", b"b"])
+    pub.expect_ok()
+    held = sub.read_message()
+    sub.send(commands.cls())
+    assert sub.read_frame().data == b"CLOSE_WAIT"
+    sub.send(commands.fin(held.id))
+    wait_for(lambda: nsqd.channel(topic, "ch")["in_flight_count"] == 0)  # type: ignore[index]
+    assert nsqd.channel(topic, "ch")["depth"] == 1  # type: ignore[index]

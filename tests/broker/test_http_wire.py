@@ -127,6 +127,45 @@ def test_pipelined_requests_are_answered_in_order(nsqd: Nsqd, topic: str, client
     assert nsqd.topic(topic)["depth"] == 2
 
 
+def test_a_request_sent_a_byte_at_a_time_and_repeated_heads_are_served(  # type: ignore[no-untyped-def]
+        nsqd: Nsqd, topic: str, client_of, connect: Connect) -> None:
+    """Heads and bodies cut anywhere, and the same head again with other bodies (a
+    keep-alive publisher's usual stream): each body is its own message."""
+    assert nsqd.post(f"/topic/create?topic={topic}").status == 200
+    assert nsqd.post(f"/channel/create?topic={topic}&channel=ch").status == 200
+    c = client_of(nsqd)
+    c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    for byte in pub(topic, b"abc"):
+        c.send(bytes([byte]))
+    assert error_of(c.answer()) == (200, b"OK")
+    c.send(pub(topic, b"xyz") + pub(topic, b"123"))  # same head, pipelined
+    assert [error_of(c.answer()) for _ in range(2)] == [(200, b"OK")] * 2
+    c.send(b"POST /pub?topic=" + topic.encode() + b" HTTP/1.1\nHost: x\nContent-Length: 2\n\nlf")  # bare LF: h11 reads it
+    assert error_of(c.answer()) == (200, b"OK")
+    sub = connect(nsqd)
+    sub.sub(topic, "ch")
+    sub.expect_ok()
+    sub.rdy(10)
+    assert [m.body for m in sub.read_messages(4)] == [b"abc", b"xyz", b"123", b"lf"]
+
+
+def test_a_tls_hello_on_the_plain_port_is_refused_at_once(nsqd: Nsqd, client_of) -> None:  # type: ignore[no-untyped-def]
+    c = client_of(nsqd)
+    c.send(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")  # no line end: nothing waits for one
+    answer = c.answer()
+    assert (answer.status, answer.body, answer.headers["connection"]) == (400, b"400 Bad Request", "close")
+    assert c.closed()
+
+
+def test_a_head_cut_off_by_the_end_of_input_is_400(nsqd: Nsqd, client_of) -> None:  # type: ignore[no-untyped-def]
+    c = client_of(nsqd)
+    c.send(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\nGET /ping HTTP/1.1\r\nHost")
+    c.sock.shutdown(socket.SHUT_WR)
+    assert error_of(c.answer()) == (200, b"OK")  # the whole request before it is answered
+    assert c.answer().status == 400
+    assert c.closed()
+
+
 def test_a_chunked_body_is_published_whole(nsqd: Nsqd, topic: str, client_of, connect: Connect) -> None:  # type: ignore[no-untyped-def]
     assert nsqd.post(f"/topic/create?topic={topic}").status == 200
     assert nsqd.post(f"/channel/create?topic={topic}&channel=ch").status == 200

@@ -241,7 +241,7 @@ def test_finishing_a_batch_takes_only_what_its_owner_names() -> None:
     assert len(q) == 0 and q.pop_expired(100.0) == []
 
 
-batch_operations = st.lists(st.tuples(st.sampled_from(["batch", "push", "fin", "get", "touch", "pop"]),
+batch_operations = st.lists(st.tuples(st.sampled_from(["batch", "push", "fin", "lone", "get", "touch", "pop"]),
                                       st.lists(st.integers(0, 15), min_size=1, max_size=5),
                                       st.integers(0, 40)), max_size=60)
 
@@ -276,6 +276,16 @@ def test_batches_and_messages_match_a_plain_dict_model(ops: list[tuple[str, list
             assert count == len(expected) and len(refused) == len(keys) - count
             for k in expected:
                 del model[k]
+        elif op == "lone":  # FIN of a batch's last message, its entry reused for the next delivery
+            spent = q.finish_lone(keys[0], owner)
+            if spent is None:
+                assert len(q) == len(model)
+            else:
+                assert model.pop(keys[0])[1] == owner
+                fresh = [n for n in numbers[1:] if msg(n).id not in model]
+                if fresh:
+                    q.push_lone(spent, payload(fresh[0]), owner, now, 10.0)
+                    model[msg(fresh[0]).id] = (now + 10, owner)
         elif op == "get":
             held = q.get(keys[0])
             assert (held is None) == (keys[0] not in model)
