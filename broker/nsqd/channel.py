@@ -404,7 +404,10 @@ class Channel:
         once when the pump would hand it that message anyway: nobody else waits in the
         turn, it has room for one, and the memory queue's head is a fresh payload. The
         next delivery reuses the finished one's in-flight entry. False, with nothing
-        done, for any other FIN (the command loop's general path takes it)."""
+        done, for any other FIN (the command loop's general path takes it), and for every
+        FIN on a replicated topic, whose backups the general path tells."""
+        if self.on_finished is not None:
+            return False
         spent = self.in_flight.finish_lone(msg_id, client.id)
         if spent is None:
             return False

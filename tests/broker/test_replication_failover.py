@@ -164,3 +164,24 @@ async def test_an_owner_replaced_at_once_with_an_empty_disk_still_has_its_messag
     assert len(consumer.deliveries) == len(bodies)
     wait_for(lambda: all(b["connected"] for b in c.replication(0)["backups"]), 15, message="the replacement joined")
     assert (await publish(owner.tcp_address, "orders", [b"new"])).acked == [b"new"]
+
+
+async def test_fins_of_a_consumer_taking_one_message_at_a_time_reach_the_backups(cluster) -> None:
+    """A FIN alone in a read from a consumer at RDY 1 has a path of its own in nsqd (the
+    next message is written in the same pass): its FINs reach the backups like any other."""
+    c = cluster(3)
+    owner = c.nodes[0]
+    post(owner, "/topic/create?topic=single")
+    post(owner, "/channel/create?topic=single&channel=one")
+    bodies = [b"one-%03d" % i for i in range(200)]
+    assert (await publish(owner.tcp_address, "single", bodies, batch=50)).acked == bodies
+    decisions = iter([Fin] * 120 + [Hold])
+    consumer = await Consumer(owner.tcp_address, "single", "one", rdy=1,
+                              decide=lambda d: next(decisions, Hold)).start()
+    await consumer.wait_until(lambda: len(consumer.deliveries) >= 121, 30, "121 deliveries")
+    await consumer.quiesce()
+    assert len(set(consumer.finished)) == 120
+    for i in (1, 2):
+        wait_for(lambda: c.replication(i)["held_copies"].get(c.peers[0]) == 200 - 120, 10,
+                 message=f"backup {i} was not told of the finished messages")
+    await consumer.stop()
