@@ -89,6 +89,7 @@ def _quick(head: bytes) -> RequestHead | None:
     if encoding is not None:
         if length is not None or encoding.lower() != "chunked":
             return None
+        headers["transfer-encoding"] = "chunked"  # as h11 reads it: the coding's name is case-blind
         body_length = CHUNKED
     elif length is not None:
         if not _DIGITS.match(length.encode("latin-1")):
