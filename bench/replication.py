@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
-import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import loadgen  # noqa: E402
-from durability import run_concurrent_pubs  # noqa: E402
+from durability import fmt, median, ready, run_concurrent_pubs  # noqa: E402
 from nsqd_proc import HOST, OURS, Server, free_port, reference_nsqd  # noqa: E402
 
 WORKLOADS = {
@@ -92,19 +91,6 @@ def _wait_links(owner: Server) -> None:
                 return
         time.sleep(0.05)
     raise RuntimeError("the owner's backups did not connect")
-
-
-def ready(_: int) -> int:
-    return 0
-
-
-def median(rows: list[dict], key: str) -> float | None:
-    values = [r[key] for r in rows]
-    return None if any(v is None for v in values) else statistics.median(values)
-
-
-def fmt(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
 
 
 def main() -> None:
