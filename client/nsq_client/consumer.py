@@ -43,7 +43,7 @@ class ConsumerStats:
     connections: int
 
 
-class Consumer(ConnectionDelegate):
+class Consumer:
     """Subscribes to ``channel`` of ``topic`` on nsqds given by address
     (:meth:`connect_to_nsqd`) or found through nsqlookupd (:meth:`connect_to_lookupd`),
     and runs ``handler`` (``concurrency`` copies at once) for each message: a handler that
@@ -182,7 +182,7 @@ class Consumer(ConnectionDelegate):
 
     async def _open(self, address: str) -> None:
         self._ensure_workers()
-        conn = Connection(address, self.config, self)
+        conn = Connection(address, self.config, _ConsumerEvents(self))
         self._connecting.add(address)
         try:
             await conn.connect()
@@ -246,25 +246,25 @@ class Consumer(ConnectionDelegate):
             except (OSError, NsqClientError, TimeoutError) as err:
                 log.warning("(%s) reconnect failed: %s", address, err)
 
-    # -- ConnectionDelegate -------------------------------------------------------------
-    def on_message(self, conn: Connection, message: Message) -> None:
+    # -- what its connections report (through _ConsumerEvents) -----------------------------
+    def _on_message(self, conn: Connection, message: Message) -> None:
         self._received += 1
         self._queue.put_nowait(message)
 
-    def on_message_finished(self, conn: Connection, message: Message) -> None:
+    def _on_message_finished(self, conn: Connection, message: Message) -> None:
         self._finished += 1
         if not self._stopping:
             self._rdy.signal(Signal.RESUME)
 
-    def on_message_requeued(self, conn: Connection, message: Message, backoff: bool) -> None:
+    def _on_message_requeued(self, conn: Connection, message: Message, backoff: bool) -> None:
         self._requeued += 1
         if not self._stopping:
             self._rdy.signal(Signal.BACKOFF if backoff else Signal.CONTINUE)
 
-    def on_server_error(self, conn: Connection, error: ServerError) -> None:
+    def _on_server_error(self, conn: Connection, error: ServerError) -> None:
         log.error("(%s) nsqd error: %s", conn.address, error)
 
-    def on_close(self, conn: Connection, reason: BaseException | None) -> None:
+    def _on_close(self, conn: Connection, reason: BaseException | None) -> None:
         if self._conns.get(conn.address) is not conn:
             return  # never finished subscribing
         del self._conns[conn.address]
@@ -394,3 +394,26 @@ class Consumer(ConnectionDelegate):
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
         await self.stop()
+
+
+class _ConsumerEvents(ConnectionDelegate):
+    """A consumer's connections report to it through this, so the callbacks stay off the
+    consumer's public surface (calling them from outside would corrupt its counts)."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self._consumer = consumer
+
+    def on_message(self, conn: Connection, message: Message) -> None:
+        self._consumer._on_message(conn, message)
+
+    def on_message_finished(self, conn: Connection, message: Message) -> None:
+        self._consumer._on_message_finished(conn, message)
+
+    def on_message_requeued(self, conn: Connection, message: Message, backoff: bool) -> None:
+        self._consumer._on_message_requeued(conn, message, backoff)
+
+    def on_server_error(self, conn: Connection, error: ServerError) -> None:
+        self._consumer._on_server_error(conn, error)
+
+    def on_close(self, conn: Connection, reason: BaseException | None) -> None:
+        self._consumer._on_close(conn, reason)

@@ -36,7 +36,7 @@ def _check_body(body: bytes) -> None:
         raise ValueError("a message body cannot be empty")
 
 
-class Producer(ConnectionDelegate):
+class Producer:
     """Publishes to the one nsqd at ``address`` (``host:port`` of its TCP port), over one
     connection opened on first use and reopened after a loss. Use it as ``async with``,
     or call :meth:`stop` when done."""
@@ -92,7 +92,7 @@ class Producer(ConnectionDelegate):
 
     async def _establish(self) -> Connection:
         try:
-            conn = Connection(self.address, self.config, self)
+            conn = Connection(self.address, self.config, _ProducerEvents(self))
             await conn.connect()
             if self._stopped:
                 conn.close()
@@ -115,7 +115,7 @@ class Producer(ConnectionDelegate):
                 self._send(conn, command, answer)
         return conn
 
-    def on_close(self, conn: Connection, reason: BaseException | None) -> None:
+    def _on_close(self, conn: Connection, reason: BaseException | None) -> None:
         if self._conn is conn:
             self._conn = None
         self._leaving.discard(conn)
@@ -236,3 +236,14 @@ def _settle(reply: asyncio.Future[bytes], answer: asyncio.Future[Any]) -> None:
         answer.set_exception(ServerError("E_INVALID", f"unexpected answer {reply.result()[:100]!r}"))
     else:
         answer.set_result(None)
+
+
+class _ProducerEvents(ConnectionDelegate):
+    """A producer's connection reports its close through this, off the producer's public
+    surface."""
+
+    def __init__(self, producer: Producer) -> None:
+        self._producer = producer
+
+    def on_close(self, conn: Connection, reason: BaseException | None) -> None:
+        self._producer._on_close(conn, reason)

@@ -181,13 +181,13 @@ class RecordingConsumer(Consumer):
         self.delivered_on: list[Connection] = []
         self.closed: list[tuple[Connection, BaseException | None]] = []
 
-    def on_message(self, conn: Connection, message: Message) -> None:
+    def _on_message(self, conn: Connection, message: Message) -> None:
         self.delivered_on.append(conn)
-        super().on_message(conn, message)
+        super()._on_message(conn, message)
 
-    def on_close(self, conn: Connection, reason: BaseException | None) -> None:
+    def _on_close(self, conn: Connection, reason: BaseException | None) -> None:
         self.closed.append((conn, reason))
-        super().on_close(conn, reason)
+        super()._on_close(conn, reason)
 
 
 async def test_a_consumer_whose_fin_fails_drops_the_messages_read_after_it(
