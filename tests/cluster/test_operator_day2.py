@@ -451,10 +451,13 @@ def test_the_network_policy_admits_the_operator_and_named_clients_and_keeps_othe
         wait_until(f"the topic on {nsqd}", lambda: "orders" in nsqd_topics(kube, ns, nsqd), timeout=120, every=2)
     wait_until("NsqTopic orders Ready", lambda: is_true(kube, "nsqtopic", "orders", ns, "Ready"), timeout=120, every=2)
 
-    # a client pod with the named labels connects to nsqd's TCP port; one without them does not
-    address = kube.get("pod", "guarded-nsqd-0", ns)["status"]["podIP"]
-    kube.apply([connector_pod("client", ns, {"nsq-client": "yes"}, address, 4150),
-                connector_pod("stranger", ns, {"nsq-client": "no"}, address, 4150)])
+    # through the address status.listeners gives, a client pod with the named labels
+    # connects to nsqd's TCP port; one without them does not
+    listeners = {entry["name"]: entry["address"] for entry in kube.get("nsqcluster", "guarded", ns)["status"]["listeners"]}
+    assert listeners["nsqd-tcp"] == f"guarded-nsqd.{ns}.svc:4150"
+    host, port = listeners["nsqd-tcp"].rsplit(":", 1)
+    kube.apply([connector_pod("client", ns, {"nsq-client": "yes"}, host, int(port)),
+                connector_pod("stranger", ns, {"nsq-client": "no"}, host, int(port))])
     client, stranger = connection_outcomes(kube, "client", ns), connection_outcomes(kube, "stranger", ns)
     assert client[-5:] == ["connected"] * 5, client
     assert "connected" not in stranger, stranger

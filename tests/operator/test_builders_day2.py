@@ -13,6 +13,7 @@ import pytest
 
 from nsq_operator.builders import build_cluster, names, toml
 from nsq_operator.builders.configmap import nsqd_config
+from nsq_operator.builders.listeners import client_listeners
 from nsq_operator.builders.revision import Revision
 from nsq_operator.constants import TLS_REVISION_ANNOTATION, TLS_SECRET_ANNOTATION
 from tests import custom_kinds
@@ -243,3 +244,17 @@ def test_network_policy_admits_the_operator_where_it_runs_and_scrapers_to_http_o
     tls = NsqCluster.from_body(cluster_body(networkPolicy={"enabled": True, "httpFrom": scrapers}, tls=ISSUER))
     assert [p["port"] for p in by_kind_and_name(build_cluster(tls))["NetworkPolicy", "demo-nsqd"]["spec"]
             ["ingress"][1]["ports"]] == [4151, 4152]
+
+
+def test_listeners_name_the_client_services_and_the_https_port_with_tls() -> None:
+    secure = cluster(**SECURE, admin={"enabled": False})
+    manifests = by_kind_and_name(build_cluster(secure))
+    listeners = {entry.name: entry.address for entry in client_listeners(secure)}
+    namespace = secure.namespace
+    assert listeners == {"nsqd-tcp": f"demo-nsqd.{namespace}.svc.cluster.local:4150",
+                         "nsqd-http": f"demo-nsqd.{namespace}.svc.cluster.local:4151",
+                         "nsqd-https": f"demo-nsqd.{namespace}.svc.cluster.local:4152",
+                         "lookupd-http": f"demo-lookupd.{namespace}.svc.cluster.local:4161"}
+    for address in listeners.values():
+        service = manifests["Service", address.split(".")[0]]
+        assert int(address.rsplit(":", 1)[1]) in [p["port"] for p in service["spec"]["ports"]]

@@ -25,6 +25,15 @@ async def test_a_cluster_comes_up_ready_and_registered(operator: OperatorUnderTe
     assert status["observedGeneration"] == obj["metadata"]["generation"]
     conditions = {c["type"]: c["status"] for c in status["conditions"]}
     assert conditions == {"Ready": "True", "Progressing": "False", "Degraded": "False"}
+    # where clients connect: each address names a Service that exists, on a port it serves
+    listeners = {entry["name"]: entry["address"] for entry in status["listeners"]}
+    assert listeners == {"nsqd-tcp": f"alpha-nsqd.{NS}.svc:4150", "nsqd-http": f"alpha-nsqd.{NS}.svc:4151",
+                         "lookupd-http": f"alpha-lookupd.{NS}.svc:4161",
+                         "nsqadmin-http": f"alpha-nsqadmin.{NS}.svc:4171"}
+    for address in listeners.values():
+        service_name, port = address.split(".")[0], int(address.rsplit(":", 1)[1])
+        service = await operator.core(f"/api/v1/namespaces/{NS}/services/{service_name}")
+        assert port in [p["port"] for p in service["spec"]["ports"]], address
 
     sts = await operator.core(f"/apis/apps/v1/namespaces/{NS}/statefulsets/alpha-nsqd")
     assert sts["spec"]["updateStrategy"] == {"type": "OnDelete"}

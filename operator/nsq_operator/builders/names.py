@@ -74,3 +74,8 @@ def lookupd_broadcast_address(cluster: ClusterRef | NsqCluster, pod: str) -> str
 def lookupd_tcp_addresses(cluster: NsqCluster, replicas: int | None = None) -> list[str]:
     """Every lookupd by DNS name, as nsqd's --lookupd-tcp-address wants them."""
     return [f"{lookupd_broadcast_address(cluster, pod)}:{LOOKUPD_TCP_PORT}" for pod in lookupd_pods(cluster, replicas)]
+
+
+def service_dns(cluster: ClusterRef | NsqCluster, service: str) -> str:
+    name = f"{service}.{cluster.namespace}.svc"
+    return f"{name}.{cluster.domain}" if cluster.domain else name

@@ -147,7 +147,16 @@ class RolloutStatus(CrdModel):
     failures: int = Field(0, description="failed attempts in a row")
 
 
+class Listener(CrdModel):
+    """One address clients in the Kubernetes cluster connect to."""
+    name: str = Field(description="nsqd-tcp, nsqd-http, nsqd-https, lookupd-http or nsqadmin-http")
+    address: str = Field(description="host:port of the Service, by its DNS name")
+
+
 class NsqClusterStatus(StatusBase):
+    listeners: list[Listener] = Field(
+        default_factory=list, description="where clients connect: nsqd's TCP port (publish, subscribe) and HTTP API "
+                                          "through its client Service, nsqlookupd's HTTP API (discovery), nsqadmin")
     nsqd: NsqdStatus = Field(default_factory=NsqdStatus, description="the brokers")
     lookupd: ComponentStatus = Field(default_factory=ComponentStatus, description="the discovery service")
     rollout: RolloutStatus | None = Field(None, description="progress of the rolling upgrade or scale-down")

@@ -13,6 +13,7 @@ from nsq_client.admin import LookupdAdmin
 
 from ..builders import build_cluster, labels, names
 from ..builders.limits import name_too_long
+from ..builders.listeners import client_listeners
 from ..constants import DEFAULT_IMAGE
 from ..kube.apply import apply, immutable_changes
 from ..kube.client import CONFLICT, KubeApiError
@@ -311,6 +312,7 @@ newer versions of its object). ``prune`` (after a change of the
     registered = await registration(rt, cluster, lookupd_pods, ready_nsqds)
     status = NsqClusterStatus(
         observed_generation=cluster.generation or None,
+        listeners=client_listeners(cluster),
         nsqd=NsqdStatus(replicas=len(nsqd_pods), ready_replicas=len(ready_nsqds),
                         selector=labels.selector_string(cluster, labels.NSQD), registered_in_all_lookupds=registered,
                         lookupd_addresses=names.lookupd_tcp_addresses(cluster)),
