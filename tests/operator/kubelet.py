@@ -191,15 +191,26 @@ class FakeKubelet:
     def _path(self, plural: str, name: str | None = None) -> str:
         return f"/api/v1/namespaces/{self.namespace}/{plural}" + (f"/{name}" if name else "")
 
+    async def _list(self, path: str) -> list[dict[str, Any]]:
+        """A collection's items; a listing that fails ends the pass (the next one lists
+        again), as a controller never takes a failed list for an empty one: that would
+        garbage-collect every StatefulSet and delete every pod."""
+        assert self._session is not None
+        async with self._session.get(self.api + path) as r:
+            if r.status != 200:
+                raise RuntimeError(f"GET {path}: {r.status} {await r.text()}")
+            items: list[dict[str, Any]] = (await r.json()).get("items", [])
+            return items
+
     async def _items(self, path: str) -> dict[str, dict[str, Any]]:
-        return {o["metadata"]["name"]: o for o in (await self._get(path) or {}).get("items", [])}
+        return {o["metadata"]["name"]: o for o in await self._list(path)}
 
     # -- one pass ----------------------------------------------------------------------
     async def sync(self) -> None:
         # pods settled before the listing: one that finished starting since is not in it yet
         settled = {n for n in self.pods if n not in self.busy}
         sets = await self._collect_garbage(
-            (await self._get(f"/apis/apps/v1/namespaces/{self.namespace}/statefulsets") or {}).get("items", []))
+            await self._list(f"/apis/apps/v1/namespaces/{self.namespace}/statefulsets"))
         pods = await self._items(self._path("pods"))
         claims = await self._items(self._path("persistentvolumeclaims"))
         wanted: dict[str, dict[str, Any]] = {}
