@@ -86,8 +86,10 @@ class Kube:
         return name
 
 
-def wait_until(what: str, check: Callable[[], T | None], timeout: float = 120, every: float = 0.5) -> T:
-    """Polls ``check`` until it returns something truthy; fails with ``what`` at the deadline."""
+def wait_until(what: str, check: Callable[[], T | None], timeout: float = 120, every: float = 0.5,
+               explain: Callable[[], str] | None = None) -> T:
+    """Polls ``check`` until it returns something truthy; fails with ``what`` at the deadline,
+    and with what ``explain`` reports of the state then (a failure on CI must say why)."""
     deadline = time.monotonic() + timeout
     last_error: Exception | None = None
     while True:
@@ -99,8 +101,41 @@ def wait_until(what: str, check: Callable[[], T | None], timeout: float = 120, e
             last_error = error
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}"
-                                 + (f" (last error: {last_error})" if last_error else ""))
+                                 + (f" (last error: {last_error})" if last_error else "")
+                                 + (f"\n{_explained(explain)}" if explain else ""))
         time.sleep(every)
+
+
+def _explained(explain: Callable[[], str]) -> str:
+    try:
+        return explain()
+    except Exception as error:  # the snapshot is a courtesy; the timeout is the failure
+        return f"(no snapshot of the state: {error!r})"
+
+
+def namespace_snapshot(kube: Kube, namespace: str, operator_namespace: str | None = None) -> str:
+    """What a reader of a failed wait needs: the NSQ objects' conditions, each pod's phase and
+    container states, the namespace's latest events, and the operator's last log lines."""
+    lines = [f"--- state of namespace {namespace}"]
+    for item in json.loads(kube.run("get", "nsqclusters,nsqtopics,nsqchannels", "-n", namespace, "-o", "json",
+                                    check=False) or '{"items": []}')["items"]:
+        status = item.get("status") or {}
+        conditions = [f"{c.get('type')}={c.get('status')}({c.get('reason')}: {c.get('message', '')[:160]})"
+                      for c in status.get("conditions") or []]
+        lines.append(f"{item['kind']} {item['metadata']['name']}: {'; '.join(conditions) or 'no conditions'}"
+                     + (f" rollout={status['rollout']}" if status.get("rollout") else ""))
+    for pod_ in json.loads(kube.run("get", "pods", "-n", namespace, "-o", "json", check=False)
+                           or '{"items": []}')["items"]:
+        states = [f"{c['name']}:{next(iter(c.get('state') or {'?': 0}))} restarts={c.get('restartCount')}"
+                  for c in (pod_.get("status") or {}).get("containerStatuses") or []]
+        lines.append(f"pod {pod_['metadata']['name']} {pod_.get('status', {}).get('phase')} {' '.join(states)}")
+    events = kube.run("get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False)
+    lines.extend(events.strip().splitlines()[-25:])
+    if operator_namespace:
+        lines.append(f"--- operator log ({operator_namespace}), last lines")
+        lines.append(kube.run("logs", "-n", operator_namespace, "-l", "app.kubernetes.io/name=nsq-operator",
+                              "--tail", "40", check=False))
+    return "\n".join(lines)
 
 
 def project_image() -> str:

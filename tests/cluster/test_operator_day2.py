@@ -45,8 +45,8 @@ import pytest
 
 from nsq_operator.builders.limits import MAX_CLUSTER_NAME
 from tests.chart.helm import helm_binary
-from tests.cluster.kube import (REPO, Kube, KubectlError, connection_outcomes, connector_pod, pod, project_image,
-                                restricted_container, wait_until)
+from tests.cluster.kube import (REPO, Kube, KubectlError, connection_outcomes, connector_pod, namespace_snapshot, pod,
+                                project_image, restricted_container, wait_until)
 
 pytestmark = pytest.mark.real_cluster
 RELEASE = "day2"
@@ -104,9 +104,11 @@ def is_true(kube: Kube, kind: str, name: str, namespace: str, type_: str, reason
     return None
 
 
-def cluster_ready(kube: Kube, name: str, namespace: str, timeout: float = 300) -> dict[str, Any]:
+def cluster_ready(kube: Kube, name: str, namespace: str, timeout: float = 300,
+                  operator_namespace: str | None = None) -> dict[str, Any]:
     return wait_until(f"NsqCluster {namespace}/{name} to be Ready",
-                      lambda: is_true(kube, "nsqcluster", name, namespace, "Ready"), timeout=timeout, every=2)
+                      lambda: is_true(kube, "nsqcluster", name, namespace, "Ready"), timeout=timeout, every=2,
+                      explain=lambda: namespace_snapshot(kube, namespace, operator_namespace))
 
 
 def pods_of(kube: Kube, namespace: str, instance: str) -> list[dict[str, Any]]:
@@ -285,7 +287,7 @@ def test_the_idle_operator_s_requests_per_minute(kube: Kube, operator: Operator)
 def test_restricted_namespace_admits_every_pod_and_nsqadmin_answers_through_its_service(kube: Kube, operator: Operator, restricted: str) -> None:
     assert kube.get("namespace", restricted)["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     kube.apply(nsq_cluster("nsq", restricted, nsqd=2, admin=True))
-    cluster_ready(kube, "nsq", restricted)
+    cluster_ready(kube, "nsq", restricted, operator_namespace=operator.namespace)
     pods = wait_until("nsqd, nsqlookupd and nsqadmin pods ready", lambda: (
         (found := pods_of(kube, restricted, "nsq")) and all(ready(p) for p in found)
         and {p["metadata"]["labels"].get("app.kubernetes.io/component") for p in found} >= {"nsqd", "nsqlookupd", "nsqadmin"}
@@ -335,8 +337,8 @@ def test_storage_growth_reaches_the_claims_and_a_fixed_class_says_why_not(
         kube: Kube, operator: Operator, storage_namespace: str) -> None:
     ns = storage_namespace
     kube.apply([nsq_cluster("grows", ns, nsqd=2), nsq_cluster("fixed", ns, storage={"storageClassName": "nsq-fixed"})])
-    cluster_ready(kube, "grows", ns)
-    cluster_ready(kube, "fixed", ns)
+    cluster_ready(kube, "grows", ns, operator_namespace=operator.namespace)
+    cluster_ready(kube, "fixed", ns, operator_namespace=operator.namespace)
     before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods_of(kube, ns, "grows")}
     assert [c["status"]["capacity"]["storage"] for c in claims(kube, ns, "grows")] == ["1Gi", "1Gi"]
 
@@ -354,7 +356,7 @@ def test_storage_growth_reaches_the_claims_and_a_fixed_class_says_why_not(
         and s["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "2Gi" and s),
         timeout=180, every=2)
     assert statefulset["spec"]["replicas"] == 2
-    cluster_ready(kube, "grows", ns)
+    cluster_ready(kube, "grows", ns, operator_namespace=operator.namespace)
     after = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods_of(kube, ns, "grows")}
     assert after == before  # the pods were kept through the StatefulSet's replacement
 
@@ -415,7 +417,7 @@ def test_the_longest_cluster_name_works_and_one_more_character_is_refused(
     assert kube.get_or_none("nsqcluster", longest + "x", ns) is None
 
     kube.apply(nsq_cluster(longest, ns, admin=True))
-    cluster_ready(kube, longest, ns)
+    cluster_ready(kube, longest, ns, operator_namespace=operator.namespace)
     names = {(o["kind"], o["metadata"]["name"]) for kind in ("statefulsets", "services", "deployments")
              for o in kube.items(kind, ns)}
     assert {("StatefulSet", f"{longest}-nsqd"), ("StatefulSet", f"{longest}-lookupd"),
@@ -441,7 +443,7 @@ def test_the_network_policy_admits_the_operator_and_named_clients_and_keeps_othe
                                             "limits": {"memory": "0.25Gi"}}
     guarded["spec"]["networkPolicy"] = {"enabled": True, "clientLabels": {"nsq-client": "yes"}}
     kube.apply(guarded)
-    cluster_ready(kube, "guarded", ns)
+    cluster_ready(kube, "guarded", ns, operator_namespace=operator.namespace)
     policy = kube.get("networkpolicy", "guarded-nsqd", ns)
     assert policy["spec"]["policyTypes"] == ["Ingress"]
 
@@ -482,7 +484,7 @@ def test_the_network_policy_admits_the_operator_and_named_clients_and_keeps_othe
                timeout=180, every=2)
     wait_until("three nsqds ready", lambda: kube.get("statefulset", "guarded-nsqd", ns)
                .get("status", {}).get("readyReplicas") == 3, timeout=240, every=2)
-    cluster_ready(kube, "guarded", ns)
+    cluster_ready(kube, "guarded", ns, operator_namespace=operator.namespace)
 
     # deleted the usual way, its timers end with it: no pass after it is gone logs an error
     deleted = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -508,8 +510,8 @@ def test_a_deleted_watched_namespace_leaves_no_ghost_behind(kube: Kube, operator
     on working for NsqClusters that are gone."""
     ns = operator.apps["gone"]
     kube.apply([nsq_cluster("nsq", ns), nsq_cluster("other", ns)])
-    cluster_ready(kube, "nsq", ns)
-    cluster_ready(kube, "other", ns)
+    cluster_ready(kube, "nsq", ns, operator_namespace=operator.namespace)
+    cluster_ready(kube, "other", ns, operator_namespace=operator.namespace)
     kube.run("delete", "nsqclusters", "--all", "-n", ns, "--wait=false")
     kube.run("delete", "namespace", ns, "--timeout", "240s", timeout=260)
     assert kube.get_or_none("namespace", ns) is None
@@ -540,7 +542,7 @@ def test_helm_upgrade_and_uninstall_leave_nothing_terminating(kube: Kube, operat
         install(kube, release, ops, [app])
         first = [p["metadata"]["name"] for p in kube.items("pods", ops)]
         kube.apply([nsq_cluster("nsq", app), nsq_topic("orders", app, "nsq", deletionPolicy="Delete")])
-        cluster_ready(kube, "nsq", app)
+        cluster_ready(kube, "nsq", app, operator_namespace=ops)
         wait_until("the topic on the nsqd", lambda: "orders" in nsqd_topics(kube, app, "nsq-nsqd-0"), timeout=120)
         assert kube.get("nsqcluster", "nsq", app)["metadata"].get("finalizers") in (None, [])
 
@@ -556,7 +558,7 @@ def test_helm_upgrade_and_uninstall_leave_nothing_terminating(kube: Kube, operat
         replaced = wait_until("the operator pod replaced", replacement, timeout=120)
         assert replaced[0]["status"]["containerStatuses"][0]["restartCount"] == 0
         assert terminating(kube, ops) == [] and terminating(kube, app) == []
-        cluster_ready(kube, "nsq", app)
+        cluster_ready(kube, "nsq", app, operator_namespace=ops)
 
         # the CRs deleted before the uninstall go away (the topic's finalizer taken off by the operator)
         kube.run("delete", "nsqtopic", "orders", "-n", app, "--timeout", "120s", timeout=150)
@@ -604,7 +606,7 @@ def test_a_600s_token_rotates_under_the_running_operator(kube: Kube, operator: O
 
     applied = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     kube.apply([nsq_cluster("nsq", ns), nsq_topic("after-rotation", ns, "nsq")])
-    cluster_ready(kube, "nsq", ns)
+    cluster_ready(kube, "nsq", ns, operator_namespace=operator.namespace)
     wait_until("the topic made on the nsqd", lambda: "after-rotation" in nsqd_topics(kube, ns, "nsq-nsqd-0"),
                timeout=120, every=2)
     wait_until("the NsqTopic to be Ready", lambda: is_true(kube, "nsqtopic", "after-rotation", ns, "Ready"), timeout=60)

@@ -233,8 +233,8 @@ class FakeKubelet:
         for name, sts in wanted.items():
             if name not in self.pods and name not in self.busy and name not in pods:
                 self._spawn(name, self._start_pod(sts, name))
-            elif name in pods and _owner(pods[name]) != sts["metadata"]["uid"]:
-                # the StatefulSet controller adopts a running pod its selector matches
+            elif name in pods and _owner(pods[name]) is None and await self._can_adopt(sts):
+                # the StatefulSet controller adopts a running orphan its selector matches
                 await self._send("PATCH", self._path("pods", name), {"metadata": {"ownerReferences": [_owned_by(sts)]}},
                                  "application/merge-patch+json")
         for name, pod in pods.items():
@@ -242,7 +242,7 @@ class FakeKubelet:
             # (those it then deletes, above, on the next pass)
             sts = self._claimer(sets, pod)
             if name not in wanted and sts is not None and _owner(pod) is None \
-                    and not pod["metadata"].get("deletionTimestamp"):
+                    and not pod["metadata"].get("deletionTimestamp") and await self._can_adopt(sts):
                 await self._send("PATCH", self._path("pods", name), {"metadata": {"ownerReferences": [_owned_by(sts)]}},
                                  "application/merge-patch+json")
         for sts in sets:
@@ -253,6 +253,16 @@ class FakeKubelet:
                 shutil.rmtree(self.claims.pop(claim), ignore_errors=True)
         await asyncio.gather(*(self._probe(pod) for name, pod in pods.items()
                                if name in settled and name in self.pods and name not in self.busy))
+
+    async def _can_adopt(self, sts: dict[str, Any]) -> bool:
+        """As the StatefulSet controller checks before it adopts: the StatefulSet, read
+        afresh, is still the one listed (same uid) and not being deleted. Without it, a
+        pass that listed a StatefulSet the operator has since deleted (Orphan) would give
+        its pods an owner that no longer exists, and a later pass would delete them as a
+        dead owner's pods, which is what the garbage collector does."""
+        fresh = await self._get(f"/apis/apps/v1/namespaces/{self.namespace}/statefulsets/{sts['metadata']['name']}")
+        return bool(fresh) and fresh["metadata"].get("uid") == sts["metadata"]["uid"] \
+            and not fresh["metadata"].get("deletionTimestamp")
 
     @staticmethod
     def _claimer(sets: list[dict[str, Any]], pod: dict[str, Any]) -> dict[str, Any] | None:
