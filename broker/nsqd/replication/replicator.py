@@ -270,7 +270,12 @@ class Replicator:
                 link.ping()
             self.tracker.expire(time.monotonic())
             for owner in list(self.store.shards):
-                if owner in self._adopting or self.alive(owner) or not self.store.held(owner):
+                if owner == self.node or owner in self._adopting or not self.store.held(owner):
+                    continue
+                # copies of a generation fenced here belong to an adoption that began: if
+                # its adopter died before announcing it, the first live backup finishes it
+                # (the owner's HELLO in that generation is refused until then)
+                if self.alive(owner) and not self.generations.refuses(owner, self.store.generation(owner)):
                     continue
                 if ring.adopter(owner, self.peers, self.replicas, self.alive) == self.node:
                     self._adopting.add(owner)
