@@ -50,9 +50,10 @@ class Replicator:
         self.ping_interval = min(0.5, self.failover_timeout / 4)
         self.backups = ring.backups_of(self.node, self.peers, self.replicas)
         self.store = ReplicaStore(nsqd.data_path, durable=o.sync_before_ack)
-        self.generations = Generations()  # loaded with the store
+        self.generations = Generations.load(self.store.path)
         self.backup_side = BackupSide(self.store, self.generations, self._heard, lambda name: name in self.heard)
         self.fenced_at_start = False  # this node's messages were adopted while it was away
+        self._welcome = asyncio.Event()  # a backup answered HELLO
         self.tracker = AckTracker()
         self._seqs = itertools.count(1)
         self.links = {peer: PeerLink(self.node, peer,
@@ -82,9 +83,6 @@ class Replicator:
         nsqd then empties what it loads of replicated topics) before nsqd serves clients."""
         fresh = self.store.fresh()  # no replication state on disk: a new node or a wiped one
         self.store.load()
-        loaded = Generations.load(self.store.path)
-        self.generations.own, self.generations.fenced, self.generations.announced, self.generations.path = (
-            loaded.own, loaded.fenced, loaded.announced, loaded.path)
         self.store.begin(self.node, self.generations.own)
         loop = asyncio.get_running_loop()
         host, port = split_listen_address(self.node)
@@ -111,10 +109,14 @@ class Replicator:
         """Until every backup answered our HELLO (one that adopted us says so), at most a
         failover timeout: a backup still down cannot tell, one adopting says nothing yet."""
         deadline = time.monotonic() + self.failover_timeout
-        while time.monotonic() < deadline:
-            if all(link.welcomed == self.generations.own for link in self.links.values()):
-                return
-            await asyncio.sleep(0.02)
+        while not all(link.welcomed == self.generations.own for link in self.links.values()):
+            self._welcome.clear()
+            try:
+                await asyncio.wait_for(self._welcome.wait(), deadline - time.monotonic())
+            except asyncio.TimeoutError:
+                break
+        else:
+            return
         log.warning("REPLICATION: started without an answer from %s", ", ".join(
             p for p, link in self.links.items() if link.welcomed != self.generations.own))
 
@@ -223,6 +225,7 @@ class Replicator:
 
     # -- generations and snapshots ------------------------------------------------------
     def _welcomed(self, peer: str, frame: Frame) -> None:
+        self._welcome.set()
         if self.generations.superseded_by(frame.generation):
             self._fenced(peer, frame.generation)
             return
