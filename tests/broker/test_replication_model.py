@@ -203,11 +203,7 @@ class ReplicationMachine(RuleBasedStateMachine):
             return
         [(frame, _)] = wire.raw_frames(raw)
         store = self.stores[backup]
-        if frame.kind is Kind.RESET:
-            store.drop(owner)
-            store.begin(owner, link.generation)
-        elif frame.kind is not Kind.SYNCED:
-            store.apply(owner, frame, raw)
+        store.apply(owner, frame, raw)
         store._write()  # the commit before the ACK
         if frame.kind in (Kind.APPEND, Kind.SYNCED) and frame.seq:
             link.acks.append(frame.seq)

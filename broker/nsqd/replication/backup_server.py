@@ -96,12 +96,10 @@ class BackupConnection(asyncio.Protocol):
             seq = frame.seq
             if seq:  # a snapshot's APPENDs have none: its SYNCED is acknowledged
                 self.store.after_commit(lambda: self._committed(seq))
-        elif kind in (Kind.FIN, Kind.CHANNELS):
+        elif kind in (Kind.FIN, Kind.CHANNELS, Kind.RESET):
             self.store.apply(self.owner, frame, raw)
-        elif kind is Kind.RESET:
-            self.store.drop(self.owner)
-            self.store.begin(self.owner, self.generation)
         elif kind is Kind.SYNCED:
+            self.store.apply(self.owner, frame, raw)
             seq = frame.seq
             self.store.after_commit(lambda: self._committed(seq))
         elif kind is Kind.PULL:

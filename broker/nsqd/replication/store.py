@@ -11,7 +11,7 @@ import re
 from typing import Callable
 
 from .shard import Shard
-from .wire import Frame, Kind, channels as channels_frame, hello, raw_frames
+from .wire import Frame, Kind, channels as channels_frame, hello, raw_frames, synced
 
 log = logging.getLogger("nsqd")
 
@@ -29,6 +29,7 @@ class ReplicaStore:
         self.durable = durable
         self.shards: dict[str, dict[str, Shard]] = {}  # owner -> topic -> shard
         self.generations: dict[str, int] = {}  # owner -> the generation its copies here belong to
+        self._synced: set[str] = set()  # owners whose log here holds a whole snapshot (a SYNCED)
         self._fds: dict[str, int] = {}
         self._sizes: dict[str, int] = {}
         self._unwritten: dict[str, list[bytes]] = {}
@@ -86,9 +87,10 @@ class ReplicaStore:
         return self.generations.get(owner, 1)
 
     def keeps_log(self, owner: str) -> bool:
-        """Whether this store has state of ``owner``'s current generation (a wiped or new
-        backup has none: it needs a snapshot)."""
-        return owner in self._sizes or owner in self._unwritten
+        """Whether this store holds ``owner``'s current generation whole: its log took a
+        snapshot to its end (SYNCED) and has followed since. A new or wiped backup, or one
+        whose snapshot was cut off by a lost connection, needs a (new) snapshot."""
+        return owner in self._synced
 
     # -- changes ----------------------------------------------------------------
     def apply(self, owner: str, frame: Frame, raw: bytes) -> None:
@@ -107,6 +109,12 @@ class ReplicaStore:
         self._apply(owner, frame)
 
     def _apply(self, owner: str, frame: Frame) -> None:
+        if frame.kind is Kind.SYNCED:
+            self._synced.add(owner)
+            return
+        if frame.kind is Kind.RESET:  # a snapshot begins: not whole again until its SYNCED
+            self._synced.discard(owner)
+            return
         shard = self.shards.setdefault(owner, {}).setdefault(frame.topic, Shard())
         if frame.kind is Kind.APPEND:
             shard.append(frame.entries)
@@ -124,6 +132,7 @@ class ReplicaStore:
             self._close_fd(fd)
         self._sizes.pop(owner, None)
         self.generations.pop(owner, None)
+        self._synced.discard(owner)
         try:
             os.unlink(os.path.join(self.path, _file_name(owner)))
         except FileNotFoundError:
@@ -227,6 +236,8 @@ class ReplicaStore:
         it has, so later FINs still count against them."""
         data = hello(owner, self.generation(owner)) + b"".join(channels_frame(topic, shard.channels)
                                        for topic, shard in self.shards.get(owner, {}).items())
+        if owner in self._synced:
+            data += synced(0)
         path = os.path.join(self.path, _file_name(owner))
         temp = path + ".tmp"
         with open(temp, "wb") as f:

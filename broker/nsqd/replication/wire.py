@@ -32,7 +32,7 @@ class Kind(IntEnum):
     PULLED = 8  # owner, one inner frame (APPEND, FIN or CHANNELS) of a PULL's answer
     DONE = 9  # seq: the PULL's answer is complete
     WELCOME = 10  # backup to owner, answering HELLO: the adopted generation it knows, whether it keeps a log of ours
-    RESET = 11  # owner to backup: forget my copies, a snapshot of what is live follows
+    RESET = 11  # owner to backup: a snapshot of what is live follows (added to what the backup holds)
     SYNCED = 12  # seq: the snapshot is complete; answered by ACK once committed
     DROP = 13  # generation, owner: an adopter took over that owner's copies up to that generation
 
