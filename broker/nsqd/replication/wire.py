@@ -203,7 +203,8 @@ def decode(kind_byte: int, body: memoryview) -> Frame:
     elif kind in (Kind.PING, Kind.RESET):
         frame = Frame(kind)
     elif kind is Kind.PULL:
-        frame = Frame(kind, seq=r.u64(), name=r.text(), generation=r.u64())
+        frame = Frame(kind, seq=r.u64(), name=r.text())
+        frame.generation = r.u64() if r.at < len(body) else 0  # 0: from a node before generations
     elif kind is Kind.WELCOME:
         frame = Frame(kind, generation=r.u64(), keeps_log=r.take(1) != b"\x00")
     elif kind is Kind.DROP:
