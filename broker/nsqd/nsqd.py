@@ -388,6 +388,18 @@ class NSQD:
         self.persist_metadata()
         await self._start_lookup()
 
+    def _empty_adopted(self, saved: list[metadata.TopicMeta]) -> None:
+        """Load the replicated topics now and empty them: a peer adopted their messages."""
+        assert self.replicator is not None
+        for meta in saved:
+            if self.replicator.replicates(meta.name):
+                self._loading = True
+                try:
+                    self._load_topic(meta)
+                finally:
+                    self._loading = False
+                self.replicator.empty(self.topics[meta.name])
+
     def _load_topic(self, saved: metadata.TopicMeta) -> None:
         topic = self.get_topic(saved.name)
         if saved.paused:
@@ -479,6 +491,12 @@ class NSQD:
         saved = metadata.read(self.data_path)
         self._listing = DataListing(self.data_path)
         loop = asyncio.get_running_loop()
+        if self.replicator is not None:
+            # before any client: a node whose messages a peer adopted while it was away
+            # must not deliver them again
+            await self.replicator.start()
+            if self.replicator.fenced_at_start:
+                self._empty_adopted(saved)
         if self.options.busy_poll_window > 0:
             self.busy_poller = BusyPoller(loop, self.options.busy_poll_window)
         host, port = split_listen_address(self.options.tcp_address)
@@ -500,8 +518,6 @@ class NSQD:
             self.https_port = https.sockets[0].getsockname()[1]
             log.info("HTTPS: listening on %s", _bound(https))
 
-        if self.replicator is not None:
-            await self.replicator.start()
         self._start_task(self.scanner.run(), "QUEUESCAN: the queue scan loop")
         if self.committer is not None:
             self.watch(self.committer.start(), "DURABLE: the group committer")

@@ -1,9 +1,10 @@
 """The replication protocol as a state machine, driven by hypothesis through every order
 of events: publishes, channel changes and FINs at owners; frames and ACKs crossing the
 links one at a time; links dropped and re-established; backups killed and restarted
-with or without their data directory. After every step, every owner is in turn
-supposed killed: its first live backup pulls the other backups' copies, merges them
-with its own and delivers what is live.
+with or without their data directory (an emptied backup is sent a snapshot of its
+owner's own shard); owners adopted and coming back. After every step, every owner is
+in turn supposed killed: its first live backup pulls the other backups' copies, merges
+them with its own and delivers what is live.
 
 The pieces under test are nsqd's own: the frame codec, ResendBuffer (what a link keeps
 and resends), AckTracker (when a publish is answered), ReplicaStore and Shard (what a
@@ -13,7 +14,11 @@ replaced by in-memory queues.
 
 The properties: a publish is answered OK only once a quorum holds it; were its owner
 killed at any moment, the adoption would deliver every publish answered OK to every
-channel still owed it, and nothing that was not published."""
+channel still owed it, and nothing that was not published; a backup that came back
+empty and acknowledged its snapshot holds every live copy its owner had then; an owner
+coming back after its adoption learns it from the adopter before delivering anything
+(and empties its queues), and every message of the adopted generation it had answered
+OK is among those adopted (the fenced backups acknowledge no more of that generation)."""
 from __future__ import annotations
 
 import asyncio
@@ -28,7 +33,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from nsqd.message import encode_payload
 from nsqd.replication import ring, wire
-from nsqd.replication.backup_server import pull_answer
+from nsqd.replication.backup_server import pull_answer, shard_frames
+from nsqd.replication.generations import Generations
 from nsqd.replication.resend import ResendBuffer
 from nsqd.replication.store import ReplicaStore
 from nsqd.replication.tracker import AckTracker
@@ -44,6 +50,9 @@ class Link:
     buffer: ResendBuffer
     frames: deque[bytes] = field(default_factory=deque)
     acks: deque[int] = field(default_factory=deque)
+    generation: int = 1  # the owner's, said in the HELLO of this connection
+    catching_up_until: int | None = None  # the snapshot's SYNCED seq, until acknowledged
+    snapshot: set[bytes] = field(default_factory=set)  # the live messages the snapshot held
 
 
 @dataclass
@@ -51,7 +60,9 @@ class Published:
     owner: str
     topic: str
     owed: set[str] | None  # channels that existed at publish (None: the topic had none)
+    generation: int = 1
     acked: bool = False
+    adopted: bool = False  # taken over by an adopter: no longer the owner's
 
 
 class ReplicationMachine(RuleBasedStateMachine):
@@ -82,7 +93,11 @@ class ReplicationMachine(RuleBasedStateMachine):
         self.published: dict[bytes, Published] = {}
         self.finished: dict[bytes, set[str]] = {}
         self.futures: dict[tuple[str, int], tuple[asyncio.Future[None], list[bytes]]] = {}
-        self.wiped_backups_of: set[str] = set()
+        self.wiped: set[tuple[str, str]] = set()  # (owner, backup): the backup lost its copies
+        self.own_lost: set[str] = set()  # nodes wiped: their own shard is gone too
+        self.caught_up: dict[tuple[str, str], set[bytes]] = {}  # (owner, backup) -> what its snapshot held
+        self.gens = {p: Generations.load(self.stores[p].path) for p in self.peers}
+        self.adopted: dict[str, set[bytes]] = {p: set() for p in self.peers}
         self.next_id = 0
         for owner in self.peers:  # "orders" starts with both channels, "audit" with none
             self.channels[(owner, "orders")] = set(CHANNELS)
@@ -90,12 +105,18 @@ class ReplicationMachine(RuleBasedStateMachine):
 
     def _store(self, node: str, load: bool = False) -> ReplicaStore:
         store = ReplicaStore(f"{self.root}/{node}", durable=False)
-        if load:
-            store.load()
+        store.load()
         return store
+
+    @property
+    def wiped_backups_of(self) -> set[str]:
+        return {owner for owner, _ in self.wiped}
 
     # -- the owner's side ---------------------------------------------------------
     def _send(self, owner: str, frame: bytes, seq: int | None) -> None:
+        [(decoded, _)] = wire.raw_frames(frame)
+        self.stores[owner].apply(owner, decoded, frame)  # the owner's own shard
+        self.stores[owner]._write()
         for backup in ring.backups_of(owner, self.peers, self.replicas):
             link = self.links[(owner, backup)]
             if seq is None:
@@ -113,7 +134,7 @@ class ReplicationMachine(RuleBasedStateMachine):
             ids.append(b"%016x" % self.next_id)
         now = self.channels.get((node, topic), set())
         for msg_id in ids:
-            self.published[msg_id] = Published(node, topic, set(now) if now else None)
+            self.published[msg_id] = Published(node, topic, set(now) if now else None, self.gens[node].own)
         self.seqs[node] += 1
         seq = self.seqs[node]
         entries = [Entry(encode_payload(i, b"body-" + i, 0)) for i in ids]
@@ -146,6 +167,8 @@ class ReplicationMachine(RuleBasedStateMachine):
         if not choices:
             return
         msg_id, channel = data.draw(st.sampled_from(choices))
+        if self.published[msg_id].adopted:
+            return
         p = self.published[msg_id]
         self.finished.setdefault(msg_id, set()).add(channel)
         self._send(p.owner, wire.fin(p.topic, channel, [msg_id]), None)
@@ -154,7 +177,7 @@ class ReplicationMachine(RuleBasedStateMachine):
         """Channels that must still get the message: those it was fanned out to, less the
         channels deleted since and the ones that finished it."""
         p = self.published[msg_id]
-        if p.owed is None:
+        if p.owed is None or p.adopted:
             return set()
         return (p.owed & self.channels.get((p.owner, p.topic), set())) - self.finished.get(msg_id, set())
 
@@ -169,17 +192,20 @@ class ReplicationMachine(RuleBasedStateMachine):
         for _ in range(count):
             self._deliver_frame(index)
 
-    def _deliver_frame(self, index: int) -> None:
-        found = self._link(index, "frames")
+    def _deliver_frame(self, index: int, via: tuple[str, str] | None = None) -> None:
+        found = (via, self.links[via]) if via is not None else self._link(index, "frames")
         if found is None:
             return
         (owner, backup), link = found
         raw = link.frames.popleft()
+        if self.gens[backup].refuses(owner, link.generation):
+            link.frames.clear()  # a fenced generation: the backup closed the connection
+            return
         [(frame, _)] = wire.raw_frames(raw)
         store = self.stores[backup]
         store.apply(owner, frame, raw)
         store._write()  # the commit before the ACK
-        if frame.kind is Kind.APPEND:
+        if frame.kind in (Kind.APPEND, Kind.SYNCED) and frame.seq:
             link.acks.append(frame.seq)
 
     @rule(index=st.integers(0, 20), count=st.integers(1, 4))
@@ -187,22 +213,29 @@ class ReplicationMachine(RuleBasedStateMachine):
         for _ in range(count):
             self._deliver_ack(index)
 
-    def _deliver_ack(self, index: int) -> None:
-        found = self._link(index, "acks")
+    def _deliver_ack(self, index: int, via: tuple[str, str] | None = None) -> None:
+        found = (via, self.links[via]) if via is not None else self._link(index, "acks")
         if found is None:
             return
         (owner, backup), link = found
         seq = link.acks.popleft()
         link.buffer.acked(seq)
+        if link.catching_up_until is not None:
+            if seq < link.catching_up_until:
+                return  # a backup catching up counts for no quorum
+            link.catching_up_until = None
+            if (owner, backup) in self.wiped and owner not in self.own_lost:
+                self.wiped.discard((owner, backup))
+                self.caught_up[(owner, backup)] = link.snapshot
         self.trackers[owner].acked(backup, seq)
         self._note_acks()
 
     def _note_acks(self) -> None:
         for key, (future, ids) in list(self.futures.items()):
             if future.done():
-                assert future.exception() is None
-                for msg_id in ids:
-                    self.published[msg_id].acked = True
+                if future.exception() is None:  # else failed: the owner was fenced
+                    for msg_id in ids:
+                        self.published[msg_id].acked = True
                 del self.futures[key]
 
     @rule(index=st.integers(0, 20))
@@ -212,10 +245,46 @@ class ReplicationMachine(RuleBasedStateMachine):
         found = self._link(index)
         if found is None:
             return
-        (owner, _), link = found
+        (owner, backup), link = found
+        self._connect(owner, backup, link)
+
+    def _connect(self, owner: str, backup: str, link: Link) -> None:
+        """HELLO, the resend buffer, the channels; the backup's WELCOME may fence the
+        owner or ask for a snapshot (as ``Replicator._welcomed``)."""
         link.acks.clear()
+        link.catching_up_until = None
+        link.generation = self.gens[owner].own
+        gens, store = self.gens[backup], self.stores[backup]
+        if gens.refuses(owner, link.generation):
+            link.frames.clear()
+            if gens.announced_for(owner) >= link.generation:
+                self._fenced(owner, gens.announced_for(owner))
+            return
+        store.begin(owner, link.generation)
         greeting = [wire.channels(t, sorted(c)) for (o, t), c in self.channels.items() if o == owner]
         link.frames = deque(link.buffer.frames() + greeting)
+        if not store.keeps_log(owner):
+            self.seqs[owner] += 1
+            link.catching_up_until = self.seqs[owner]
+            own = self.stores[owner]
+            link.snapshot = {i for shard in own.shards.get(owner, {}).values() for i in shard.messages}
+            link.frames += [wire.reset(), *shard_frames(own, owner), wire.synced(self.seqs[owner])]
+
+    @rule(index=st.integers(0, 20))
+    def settle(self, index: int) -> None:
+        """Every frame and ACK on one link delivered: a backup that came back empty is
+        then caught up."""
+        found = self._link(index)
+        if found is None:
+            return
+        key, link = found
+        while link.frames or link.acks:
+            if link.frames:
+                self._deliver_frame(sorted(self.links).index(key), via=key)
+            if link.acks:
+                self._deliver_ack(sorted(self.links).index(key), via=key)
+        if key[0] not in self.own_lost and not self.gens[key[1]].refuses(key[0], link.generation):
+            assert key not in self.wiped, f"{key[1]} came back empty and was not caught up by {key[0]}"
 
     # -- a backup's restart ---------------------------------------------------------
     @rule(node=st.integers(0, 3), wipe=st.booleans())
@@ -227,13 +296,67 @@ class ReplicationMachine(RuleBasedStateMachine):
         self.stores[name].close()
         if wipe:
             shutil.rmtree(f"{self.root}/{name}", ignore_errors=True)
-            self.wiped_backups_of.update(ring.owners_backed_by(name, self.peers, self.replicas))
+            self.wiped.update((o, name) for o in ring.owners_backed_by(name, self.peers, self.replicas))
+            for key in [k for k in self.caught_up if name in k]:
+                del self.caught_up[key]
+            self.own_lost.add(name)  # as an owner it lost its own shard: a second fault for its backups
         self.stores[name] = self._store(name, load=True)
+        self.gens[name] = Generations.load(self.stores[name].path)
+        self.stores[name].begin(name, self.gens[name].own)
         for (owner, backup), link in self.links.items():
             if backup == name:
+                self._connect(owner, backup, link)
+
+    # -- an adoption, and the owner's return ------------------------------------------
+    @rule(owner=st.integers(0, 3), first=st.integers(0, 3))
+    def adopt_and_return(self, owner: int, first: int) -> None:
+        """``owner`` is lost: its first live backup fences its generation there and on
+        the other backups (PULL), merges their copies, delivers what is live, announces
+        the generation and has the others DROP their copies. Then the owner comes back
+        with its disk and says HELLO to its backups, ``first`` of them first."""
+        node = self.peers[owner % len(self.peers)]
+        if node in self.wiped_backups_of:
+            return  # a second fault: not modelled here
+        backups = ring.backups_of(node, self.peers, self.replicas)
+        adopter = backups[0]
+        generation = self.stores[adopter].generation(node)
+        for backup in backups:
+            self.gens[backup].fence(node, generation)
+        live = self._adoption(node)
+        taken = set(live)
+        for msg_id, p in self.published.items():
+            if p.owner == node and p.generation <= generation and not p.adopted:
+                if p.acked and (p.owed is None or self._owed(msg_id)):
+                    assert msg_id in taken, f"acknowledged {msg_id!r} of the adopted generation not adopted"
+                p.adopted = True
+        self.adopted[node] |= taken
+        for backup in backups:
+            self.gens[backup].announce(node, generation)
+            if self.stores[backup].generation(node) <= generation:
+                self.stores[backup].drop(node)
+        self.trackers[node].fail_all("restarted")
+        self._note_acks()
+        order = backups[first % len(backups):] + backups[:first % len(backups)]
+        before = self.gens[node].own
+        for backup in order:
+            self._connect(node, backup, self.links[(node, backup)])
+        assert self.gens[node].own > before, "an owner back after its adoption was not told of it"
+
+    def _fenced(self, owner: str, fence: int) -> None:
+        """The owner's WELCOME said its generation was adopted: its queues are emptied
+        (nothing of them is delivered again), what waits for copies fails, and its links
+        start over in the next generation."""
+        assert self.gens[owner].superseded_by(fence)
+        self.stores[owner].drop(owner)
+        self.stores[owner].begin(owner, self.gens[owner].own)
+        self.trackers[owner].fail_all("fenced")
+        self._note_acks()
+        for (o, backup), link in self.links.items():
+            if o == owner:
+                link.buffer = ResendBuffer(1 << 30)
+                link.frames.clear()
                 link.acks.clear()
-                greeting = [wire.channels(t, sorted(c)) for (o, t), c in self.channels.items() if o == owner]
-                link.frames = deque(link.buffer.frames() + greeting)
+                self._connect(owner, backup, link)
 
     # -- the property ---------------------------------------------------------------
     def _adoption(self, owner: str) -> dict[bytes, set[str] | None]:
@@ -266,7 +389,7 @@ class ReplicationMachine(RuleBasedStateMachine):
         for owner in self.peers:
             if owner in self.wiped_backups_of:
                 continue  # one of its copies is already lost: a second fault
-            acked = [(i, p) for i, p in self.published.items() if p.owner == owner and p.acked]
+            acked = [(i, p) for i, p in self.published.items() if p.owner == owner and p.acked and not p.adopted]
             if not acked:
                 continue
             adopted = self._adoption(owner)
@@ -279,9 +402,20 @@ class ReplicationMachine(RuleBasedStateMachine):
                 assert got is None or owed <= got, f"acknowledged {msg_id!r} would be lost for {owed - (got or set())}"
 
     @invariant()
+    def a_caught_up_backup_holds_every_live_copy(self) -> None:
+        for (owner, backup), held in self.caught_up.items():
+            shards = self.stores[backup].shards.get(owner, {})
+            for msg_id in held:
+                p = self.published[msg_id]
+                if p.adopted or (p.owed is not None and not self._owed(msg_id)):
+                    continue
+                assert msg_id in shards.get(p.topic, _EMPTY).messages, f"caught-up {backup} lacks {msg_id!r}"
+
+    @invariant()
     def a_publish_is_answered_only_with_a_quorum_of_copies(self) -> None:
         for msg_id, p in self.published.items():
-            if not p.acked or p.owner in self.wiped_backups_of or (p.owed is not None and not self._owed(msg_id)):
+            if not p.acked or p.adopted or p.owner in self.wiped_backups_of or (
+                    p.owed is not None and not self._owed(msg_id)):
                 continue
             holders = 1 + sum(1 for b in ring.backups_of(p.owner, self.peers, self.replicas)
                               if msg_id in self.stores[b].shards.get(p.owner, {}).get(p.topic, _EMPTY).messages)

@@ -81,7 +81,9 @@ async def test_an_owner_cut_off_from_its_backups_loses_no_acknowledged_message(c
     for consumer in consumers:
         await consumer.wait_until(lambda c=consumer: set(acked) <= c.bodies(), 30, "every acknowledged message")
     cluster.spaces.heal()
-    wait_for(lambda: all(b["connected"] for b in cluster.replication(0)["backups"]), 15, message="links healed")
+    # healed, the owner learns its generation was adopted and goes on in the next one
+    wait_for(lambda: (lambda r: r["generation"] == 2 and all(b["state"] == "in_sync" for b in r["backups"]))(
+        cluster.replication(0)), 15, message="links healed, in the owner's next generation")
     assert (await publish(owner.tcp_address, "orders", [b"after"])).acked == [b"after"]
     delivered: Counter[bytes] = Counter()
     for consumer in consumers:

@@ -91,3 +91,29 @@ async def test_a_log_with_nothing_left_is_cut_down_to_its_channels(tmp_path: Pat
     assert list(again.shards[OWNER]["t"].messages) == [b"%016x" % 99]
     again.close()
     assert not any(name.endswith(".tmp") for name in os.listdir(tmp_path / "replication"))
+
+
+def test_a_log_is_whole_from_its_snapshot_s_end_and_keeps_its_generation(tmp_path: Path) -> None:
+    """A restarted backup asks for a snapshot again if the last one was cut off (RESET
+    without SYNCED); the generation of the copies survives the restart; copies of an older
+    generation go when the owner speaks in a newer one."""
+    store = ReplicaStore(str(tmp_path), durable=False)
+    store.begin(OWNER, 3)
+    assert not store.keeps_log(OWNER)
+    apply(store, wire.reset())
+    apply(store, wire.append(0, "t", [msg(1)]))
+    apply(store, wire.synced(7))
+    assert store.keeps_log(OWNER)
+    apply(store, wire.reset())  # a second snapshot, cut off
+    apply(store, wire.append(0, "t", [msg(2)]))
+    store.close()
+
+    again = ReplicaStore(str(tmp_path), durable=False)
+    again.load()
+    assert again.generation(OWNER) == 3 and not again.keeps_log(OWNER)
+    assert again.held(OWNER) == 2  # a snapshot adds, it never forgets
+    again.begin(OWNER, 3)
+    assert again.held(OWNER) == 2
+    again.begin(OWNER, 4)  # the owner moved on: generation 3 was adopted
+    assert again.held(OWNER) == 0 and again.generation(OWNER) == 4
+    again.close()

@@ -14,32 +14,41 @@ ids = st.binary(min_size=16, max_size=16)
 entries = st.builds(Entry, st.binary(min_size=26, max_size=300), st.integers(0, 2**63 - 1))
 
 frames = st.one_of(
-    st.builds(lambda n: (wire.hello(n), (Kind.HELLO, n)), names),
+    st.builds(lambda n, g: (wire.hello(n, g), (Kind.HELLO, n, g)), names, st.integers(0, 2**64 - 1)),
     st.builds(lambda s, t, e: (wire.append(s, t, e), (Kind.APPEND, s, t, e)),
               st.integers(0, 2**64 - 1), names, st.lists(entries, max_size=5)),
     st.builds(lambda s: (wire.ack(s), (Kind.ACK, s)), st.integers(0, 2**64 - 1)),
     st.builds(lambda t, c, i: (wire.fin(t, c, i), (Kind.FIN, t, c, i)), names, names, st.lists(ids, max_size=5)),
     st.builds(lambda t, c: (wire.channels(t, c), (Kind.CHANNELS, t, c)), names, st.lists(names, max_size=4)),
     st.just((wire.ping(), (Kind.PING,))),
-    st.builds(lambda s, o: (wire.pull(s, o), (Kind.PULL, s, o)), st.integers(0, 2**64 - 1), names),
+    st.builds(lambda s, o, g: (wire.pull(s, o, g), (Kind.PULL, s, o, g)), st.integers(0, 2**64 - 1), names,
+              st.integers(0, 2**64 - 1)),
     st.builds(lambda s: (wire.done(s), (Kind.DONE, s)), st.integers(0, 2**64 - 1)),
+    st.builds(lambda g, k: (wire.welcome(g, k), (Kind.WELCOME, g, k)), st.integers(0, 2**64 - 1), st.booleans()),
+    st.just((wire.reset(), (Kind.RESET,))),
+    st.builds(lambda s: (wire.synced(s), (Kind.SYNCED, s)), st.integers(0, 2**64 - 1)),
+    st.builds(lambda o, g: (wire.drop(o, g), (Kind.DROP, o, g)), names, st.integers(0, 2**64 - 1)),
 )
 
 
 def values(frame: wire.Frame) -> tuple:
     k = frame.kind
     if k is Kind.HELLO:
-        return (k, frame.name)
+        return (k, frame.name, frame.generation)
     if k is Kind.APPEND:
         return (k, frame.seq, frame.topic, frame.entries)
-    if k in (Kind.ACK, Kind.DONE):
+    if k in (Kind.ACK, Kind.DONE, Kind.SYNCED):
         return (k, frame.seq)
     if k is Kind.FIN:
         return (k, frame.topic, frame.channel, frame.ids)
     if k is Kind.CHANNELS:
         return (k, frame.topic, frame.channels)
     if k is Kind.PULL:
-        return (k, frame.seq, frame.name)
+        return (k, frame.seq, frame.name, frame.generation)
+    if k is Kind.WELCOME:
+        return (k, frame.generation, frame.keeps_log)
+    if k is Kind.DROP:
+        return (k, frame.name, frame.generation)
     return (k,)
 
 

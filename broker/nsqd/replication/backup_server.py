@@ -1,13 +1,17 @@
-"""The backup's side: connections from owners. Their APPEND, FIN and CHANNELS frames go
-to the store; an APPEND is acknowledged once the store committed it; a PULL is answered
-with every copy held of the owner asked for."""
+"""The backup's side: connections from owners. HELLO is answered with WELCOME (or, for
+a fenced generation, the connection closes); APPEND, FIN and CHANNELS frames go to the
+store; an APPEND (and a snapshot's SYNCED) is acknowledged once the store committed it;
+a PULL fences the owner's generation and is answered with every copy held of it; a DROP
+forgets an adopted owner's copies."""
 from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass, field
 from typing import Callable
 
 from . import wire
+from .generations import Generations
 from .store import ReplicaStore
 from .wire import Entry, Frame, Kind
 
@@ -16,27 +20,63 @@ log = logging.getLogger("nsqd")
 PULL_BATCH = 500  # messages in one APPEND of a PULL's answer
 
 
+@dataclass
+class BackupSide:
+    """What every connection from an owner shares."""
+    store: ReplicaStore
+    generations: Generations
+    heard: Callable[[str], None]
+    known: Callable[[str], bool]
+    connections: set["BackupConnection"] = field(default_factory=set)
+
+    def fence(self, owner: str, generation: int) -> None:
+        """No more frames of ``owner``'s ``generation`` or older: its connections close."""
+        self.generations.fence(owner, generation)
+        for conn in list(self.connections):
+            if conn.owner == owner and conn.generation <= generation:
+                conn.close()
+
+    def drop(self, owner: str, generation: int) -> None:
+        """An adopter took ``owner``'s copies up to ``generation`` over."""
+        self.fence(owner, generation)
+        self.generations.announce(owner, generation)
+        if self.store.generation(owner) <= generation:
+            self.store.drop(owner)
+
+
 class BackupConnection(asyncio.Protocol):
-    def __init__(self, store: ReplicaStore, heard: Callable[[str], None], known: Callable[[str], bool]) -> None:
-        self.store = store
-        self._heard = heard
-        self._known = known
+    def __init__(self, side: BackupSide) -> None:
+        self.side = side
+        self.store = side.store
+        self._heard = side.heard
         self.owner: str | None = None
+        self.generation = 0
         self._ack_due = 0  # the highest APPEND committed and not yet acknowledged
         self._decoder = wire.Decoder()
         self._transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
+        self.side.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
+        self.side.connections.discard(self)
+
+    def close(self) -> None:
+        """After what was written (a WELCOME) is flushed; nothing more is read."""
+        self.owner = None
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
 
     def data_received(self, data: bytes) -> None:
         self._decoder.feed(data)
         try:
             frames = self._decoder.frames_with_bytes()
             for frame, raw in frames:
+                if self._transport is None:
+                    return  # closed by a fence
                 self._handle(frame, raw)
         except wire.WireError as e:
             log.error("REPLICATION: bad frame from %s: %s", self.owner or "a new connection", e)
@@ -45,23 +85,43 @@ class BackupConnection(asyncio.Protocol):
 
     def _handle(self, frame: Frame, raw: bytes) -> None:
         if self.owner is None:
-            if frame.kind is not Kind.HELLO or not self._known(frame.name):
+            if frame.kind is not Kind.HELLO or not self.side.known(frame.name):
                 raise wire.WireError(f"expected HELLO from a peer, got {frame.kind.name} {frame.name!r}")
-            self.owner = frame.name
-            self._heard(frame.name)
+            self._hello(frame.name, max(frame.generation, 1))
             return
         self._heard(self.owner)
         kind = frame.kind
         if kind is Kind.APPEND:
             self.store.apply(self.owner, frame, raw)
             seq = frame.seq
-            self.store.after_commit(lambda: self._committed(seq))
-        elif kind in (Kind.FIN, Kind.CHANNELS):
+            if seq:  # a snapshot's APPENDs have none: its SYNCED is acknowledged
+                self.store.after_commit(lambda: self._committed(seq))
+        elif kind in (Kind.FIN, Kind.CHANNELS, Kind.RESET):
             self.store.apply(self.owner, frame, raw)
+        elif kind is Kind.SYNCED:
+            self.store.apply(self.owner, frame, raw)
+            seq = frame.seq
+            self.store.after_commit(lambda: self._committed(seq))
         elif kind is Kind.PULL:
+            self.side.fence(frame.name, frame.generation)
             self._answer_pull(frame.seq, frame.name)
+        elif kind is Kind.DROP:
+            self.side.drop(frame.name, frame.generation)
         elif kind is not Kind.PING:
             raise wire.WireError(f"unexpected {kind.name} from an owner")
+
+    def _hello(self, owner: str, generation: int) -> None:
+        self._heard(owner)
+        gens = self.side.generations
+        if gens.refuses(owner, generation):
+            announced = gens.announced_for(owner)
+            if announced >= generation:  # adopted: the owner learns it and moves on
+                self._write(wire.welcome(announced, False))
+            self.close()  # else an adoption is under way: it learns once that is done
+            return
+        self.owner, self.generation = owner, generation
+        self.store.begin(owner, generation)
+        self._write(wire.welcome(gens.announced_for(owner), self.store.keeps_log(owner)))
 
     def _committed(self, seq: int) -> None:
         """One ACK for all the APPENDs a commit made durable (ACKs are cumulative)."""
@@ -82,16 +142,20 @@ class BackupConnection(asyncio.Protocol):
 
 
 def pull_answer(store: ReplicaStore, owner: str) -> list[bytes]:
-    """Every copy ``store`` holds of ``owner``'s messages, as PULLED frames: per topic its
-    channels, its messages, then what each channel finished (applied in that order, they
-    rebuild the same shard)."""
+    """Every copy ``store`` holds of ``owner``'s messages, as PULLED frames."""
+    return [wire.pulled(owner, frame) for frame in shard_frames(store, owner)]
+
+
+def shard_frames(store: ReplicaStore, owner: str) -> list[bytes]:
+    """What ``store`` holds of ``owner``, as frames: per topic its channels, its messages,
+    then what each channel finished (applied in that order, they rebuild the same shard)."""
     out = []
     for topic, shard in store.shards.get(owner, {}).items():
-        out.append(wire.pulled(owner, wire.channels(topic, shard.channels)))
+        out.append(wire.channels(topic, shard.channels))
         entries: list[Entry] = list(shard.messages.values())
         for start in range(0, len(entries), PULL_BATCH):
-            out.append(wire.pulled(owner, wire.append(0, topic, entries[start:start + PULL_BATCH])))
+            out.append(wire.append(0, topic, entries[start:start + PULL_BATCH]))
         for channel, ids in shard.finished.items():
             if ids:
-                out.append(wire.pulled(owner, wire.fin(topic, channel, sorted(ids))))
+                out.append(wire.fin(topic, channel, sorted(ids)))
     return out

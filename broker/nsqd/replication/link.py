@@ -1,7 +1,8 @@
 """One node's connection to one peer: frames out in order (to a backup: every frame kept
 in a ``ResendBuffer`` and sent again when the connection comes back, so a backup away
 for a moment misses nothing), answers in, and a PING each tick so the peer knows we
-are alive."""
+are alive. A backup that lost what it held (or missed frames the buffer dropped) is
+sent a snapshot and is *catching up* until it acknowledges it."""
 from __future__ import annotations
 
 import asyncio
@@ -21,13 +22,19 @@ RECONNECT_DELAY = 0.2
 
 class PeerLink(asyncio.Protocol):
     def __init__(self, node: str, peer: str, *, max_buffered: int,
-                 on_frame: Callable[[str, Frame], None], greeting: Callable[[], list[bytes]]) -> None:
+                 on_frame: Callable[[str, Frame], None], greeting: Callable[[], list[bytes]],
+                 generation: Callable[[], int] = lambda: 0) -> None:
         self.node = node
         self.peer = peer
         self._on_frame = on_frame
         self._greeting = greeting  # frames a fresh connection starts with (CHANNELS)
+        self._generation = generation
+        self.max_buffered = max_buffered
         self.unacked = ResendBuffer(max_buffered)
         self.connected = False
+        self.welcomed = 0  # the generation the peer's last WELCOME answered (0: none on this connection)
+        self.catching_up_until: int | None = None  # the snapshot's SYNCED seq, until acknowledged
+        self._missed_at_sync = 0
         self.connects = 0
         self._transport: asyncio.Transport | None = None
         self._decoder = wire.Decoder()
@@ -63,6 +70,38 @@ class PeerLink(asyncio.Protocol):
         if self._transport is not None and frames:
             self._transport.write(b"".join(frames) if len(frames) > 1 else frames[0])
 
+    def send_snapshot(self, frames: list[bytes], seq: int) -> None:
+        """Everything the backup should hold, ending with SYNCED ``seq``; not kept for a
+        resend: a new connection gets a new snapshot."""
+        self.catching_up_until = seq
+        self._missed_at_sync = self.unacked.missed
+        for frame in frames:
+            self._send(frame)
+
+    def needs_snapshot(self, keeps_log: bool) -> bool:
+        return not keeps_log or self.unacked.missed > self._missed_at_sync
+
+    @property
+    def state(self) -> str:
+        if self.catching_up_until is not None:
+            return "catching_up"
+        if not self.connected or not self.welcomed or self.unacked.missed > self._missed_at_sync:
+            return "behind"
+        return "in_sync"
+
+    def counts_for(self, seq: int) -> bool:
+        """Whether an ACK of ``seq`` counts towards a quorum: not before the snapshot."""
+        return self.catching_up_until is None or seq >= self.catching_up_until
+
+    def new_generation(self) -> None:
+        """What was sent is of a generation now adopted: forgotten, and the connection
+        starts again with a HELLO of the new one."""
+        self.unacked = ResendBuffer(self.max_buffered)
+        self._missed_at_sync = 0
+        self._outgoing = []
+        if self._transport is not None:
+            self._transport.close()
+
     @property
     def lag(self) -> int:
         """Frames sent and not yet known to be held by the backup."""
@@ -90,11 +129,13 @@ class PeerLink(asyncio.Protocol):
         self._transport = transport  # type: ignore[assignment]
         self._decoder = wire.Decoder()
         self.connected = True
+        self.welcomed = 0
+        self.catching_up_until = None
         self.connects += 1
         log.info("REPLICATION: connected to %s", self.peer)
         # what the backup may have missed, in the order sent, then the channels as they
         # are now (a restarted owner's backups learn them before its next FIN)
-        out = [wire.hello(self.node), *self.unacked.frames(), *self._greeting()]
+        out = [wire.hello(self.node, self._generation()), *self.unacked.frames(), *self._greeting()]
         self._outgoing = []  # in the resend buffer already, or not worth resending
         self._transport.write(b"".join(out))  # type: ignore[union-attr]
 
@@ -110,12 +151,19 @@ class PeerLink(asyncio.Protocol):
         for frame in frames:
             if frame.kind is Kind.ACK:
                 self.unacked.acked(frame.seq)
+                if self.catching_up_until is not None and frame.seq >= self.catching_up_until:
+                    self.catching_up_until = None
+                    log.info("REPLICATION: %s caught up", self.peer)
+            elif frame.kind is Kind.WELCOME:
+                self.welcomed = self._generation()
             self._on_frame(self.peer, frame)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.connected:
             log.warning("REPLICATION: lost connection to %s: %s", self.peer, exc or "closed")
         self.connected = False
+        self.welcomed = 0
+        self.catching_up_until = None
         self._transport = None
         self._lost.set()
 

@@ -1,9 +1,13 @@
 """Replicated topics on one nsqd: its links to its backups, its listener for the owners
-it backs up, the failure detector, and adoption of a lost owner's messages.
+it backs up, the failure detector, adoption of a lost owner's messages
+(``adoption.py``), the fence of its own adopted generation, and the snapshots that
+catch up a backup that lost what it held.
 
 nsqd calls ``replicate`` for each publish to a replicated topic (after putting the
 messages on its own queues), ``finished`` for each FIN and ``channels_changed`` when a
-topic's channels change; adoption puts a lost owner's messages on this node's topics."""
+topic's channels change. Everything sent to the backups is also applied to this node's
+own shard in the store (``store.shards[node]``): what is live of its own messages, the
+source of a catching-up backup's snapshot."""
 from __future__ import annotations
 
 import asyncio
@@ -15,20 +19,20 @@ from typing import TYPE_CHECKING, Any, Sequence
 from nsq_protocol.host_port import split_listen_address
 from nsq_protocol.names import is_ephemeral
 
-from ..message import Message
-from . import ring, wire
-from .backup_server import BackupConnection
+from . import adoption, ring, wire
+from .backup_server import BackupConnection, BackupSide, shard_frames
+from .generations import Generations
 from .link import PeerLink
 from .store import ReplicaStore
 from .tracker import AckTracker
-from .wire import Frame, Kind
+from .wire import Entry, Frame, Kind
 
 if TYPE_CHECKING:
     from ..nsqd import NSQD
+    from ..topic import Topic
 
 log = logging.getLogger("nsqd")
 
-PULL_TIMEOUT = 5.0  # a survivor's copies it is asked for during an adoption
 STARTUP_GRACE = 4  # failover timeouts added, at start, for peers not heard from yet
 STARTUP_SILENCE = 2  # failover timeouts a node with an empty data path waits before joining
 
@@ -46,11 +50,16 @@ class Replicator:
         self.ping_interval = min(0.5, self.failover_timeout / 4)
         self.backups = ring.backups_of(self.node, self.peers, self.replicas)
         self.store = ReplicaStore(nsqd.data_path, durable=o.sync_before_ack)
+        self.generations = Generations.load(self.store.path)
+        self.backup_side = BackupSide(self.store, self.generations, self._heard, lambda name: name in self.heard)
+        self.fenced_at_start = False  # this node's messages were adopted while it was away
+        self._welcome = asyncio.Event()  # a backup answered HELLO
         self.tracker = AckTracker()
         self._seqs = itertools.count(1)
         self.links = {peer: PeerLink(self.node, peer,
                                      max_buffered=o.replication_buffer_bytes,
-                                     on_frame=self._from_backup, greeting=self._greeting)
+                                     on_frame=self._from_backup, greeting=self._greeting,
+                                     generation=self._generation)
                       for peer in self.backups}
         # every peer pings us through its own link: heard[peer] is when we last heard it.
         # A peer not heard since our start gets STARTUP_GRACE failover timeouts more: in
@@ -59,32 +68,57 @@ class Replicator:
         self.heard: dict[str, float] = {peer: assumed for peer in self.peers if peer != self.node}
         self.adopted: dict[str, int] = {}  # owner -> messages adopted from it
         self._adopting: set[str] = set()
-        self._pulls: dict[int, asyncio.Future[None]] = {}
+        self.pulls: dict[int, asyncio.Future[None]] = {}
         self._server: asyncio.AbstractServer | None = None
         self._tick_task: asyncio.Task[None] | None = None
-        self._pinger: dict[str, PeerLink] = {}  # links to peers that are not our backups, for liveness
+        self.pinger: dict[str, PeerLink] = {}  # a link to every peer: our backups' and the others', for liveness
 
     def replicates(self, topic_name: str) -> bool:
         return self.replicas > 1 and not is_ephemeral(topic_name)
 
     # -- start and stop -----------------------------------------------------------
     async def start(self) -> None:
+        """Listen for owners; then, unless the data path is new, learn from the backups
+        whether this node's messages were adopted while it was away (``fenced_at_start``:
+        nsqd then empties what it loads of replicated topics) before nsqd serves clients."""
         fresh = self.store.fresh()  # no replication state on disk: a new node or a wiped one
         self.store.load()
+        self.store.begin(self.node, self.generations.own)
         loop = asyncio.get_running_loop()
         host, port = split_listen_address(self.node)
-        self._server = await loop.create_server(
-            lambda: BackupConnection(self.store, self._heard, lambda name: name in self.heard),
-            host, port, reuse_address=True)
-        log.info("REPLICATION: listening on %s, %d replicas of each topic, backups %s",
-                 self.node, self.replicas, ", ".join(self.backups) or "none")
+        self._server = await loop.create_server(lambda: BackupConnection(self.backup_side),
+                                                host, port, reuse_address=True)
+        log.info("REPLICATION: listening on %s, %d replicas of each topic, backups %s, generation %d",
+                 self.node, self.replicas, ", ".join(self.backups) or "none", self.generations.own)
         # every peer must hear from us, backups or not, to know we are alive
         for peer in self.peers:
             if peer == self.node:
                 continue
-            self._pinger[peer] = self.links.get(peer) or PeerLink(
-                self.node, peer, max_buffered=0, on_frame=self._from_backup, greeting=list)
+            self.pinger[peer] = self.links.get(peer) or PeerLink(
+                self.node, peer, max_buffered=0, on_frame=self._from_backup, greeting=list,
+                generation=self._generation)
+        if not fresh:
+            before = self.generations.own
+            for link in self.pinger.values():
+                link.start()
+            await self._hear_backups()
+            self.fenced_at_start = self.generations.own != before
         self._tick_task = self.nsqd.watch(loop.create_task(self._run(silent=fresh)), "REPLICATION: the replication loop")
+
+    async def _hear_backups(self) -> None:
+        """Until every backup answered our HELLO (one that adopted us says so), at most a
+        failover timeout: a backup still down cannot tell, one adopting says nothing yet."""
+        deadline = time.monotonic() + self.failover_timeout
+        while not all(link.welcomed == self.generations.own for link in self.links.values()):
+            self._welcome.clear()
+            try:
+                await asyncio.wait_for(self._welcome.wait(), deadline - time.monotonic())
+            except asyncio.TimeoutError:
+                break
+        else:
+            return
+        log.warning("REPLICATION: started without an answer from %s", ", ".join(
+            p for p, link in self.links.items() if link.welcomed != self.generations.own))
 
     async def _run(self, silent: bool) -> None:
         """A node with an empty data path may be a replacement of one whose messages its
@@ -95,8 +129,8 @@ class Replicator:
             log.info("REPLICATION: empty data path: silent for %.1fs so that what a former "
                      "node of this address held is adopted", quiet)
             await asyncio.sleep(quiet)
-        for link in self._pinger.values():
-            link.start()
+            for link in self.pinger.values():
+                link.start()
         await self._tick()
 
     async def close(self) -> None:
@@ -104,55 +138,125 @@ class Replicator:
             self._tick_task.cancel()
             await asyncio.gather(self._tick_task, return_exceptions=True)
         self.tracker.fail_all("nsqd is stopping")
-        for link in self._pinger.values():
+        for link in self.pinger.values():
             await link.close()
         if self._server is not None:
             self._server.close()
         self.store.close()
 
     # -- the owner's side -----------------------------------------------------------
+    def next_seq(self) -> int:
+        return next(self._seqs)
+
+    def _generation(self) -> int:
+        return self.generations.own
+
     def replicate(self, topic: str, payloads: Sequence[bytes], defer: float) -> "asyncio.Future[None]":
         """Copies of fresh messages to this node's backups; resolves once a quorum holds them."""
         seq = next(self._seqs)
         defer_until = int((time.time() + defer) * 1000) if defer > 0 else 0
         frame = wire.append_fresh(seq, topic, payloads, defer_until)
+        self._own(Frame(Kind.APPEND, seq, topic=topic, entries=[Entry(p, defer_until) for p in payloads]), frame)
+        return self._send_append(seq, frame)
+
+    def replicate_entries(self, topic: str, entries: list[Entry]) -> "asyncio.Future[None]":
+        """Copies of messages this node took over (each keeps its due time)."""
+        seq = next(self._seqs)
+        frame = wire.append(seq, topic, entries)
+        self._own(Frame(Kind.APPEND, seq, topic=topic, entries=entries), frame)
+        return self._send_append(seq, frame)
+
+    def _send_append(self, seq: int, frame: bytes) -> "asyncio.Future[None]":
         for link in self.links.values():
             link.send_append(seq, frame)
         return self.tracker.add(seq, self.need, tuple(self.links), time.monotonic() + self.timeout)
 
     def finished(self, topic: str, channel: str, ids: list[bytes]) -> None:
         frame = wire.fin(topic, channel, ids)
+        self._own(Frame(Kind.FIN, topic=topic, channel=channel, ids=ids), frame)
         for link in self.links.values():
             link.send_after(frame)
 
     def channels_changed(self, topic: str) -> None:
-        frame = self._channels_frame(topic)
-        if frame is not None:
+        names = self._channel_names(topic)
+        if names is not None:
+            frame = wire.channels(topic, names)
+            self._own(Frame(Kind.CHANNELS, topic=topic, channels=names), frame)
             for link in self.links.values():
                 link.send_after(frame)
 
-    def _channels_frame(self, topic_name: str) -> bytes | None:
+    def _own(self, frame: Frame, raw: bytes) -> None:
+        """This node's own shard: what is live of its messages, logged like a backup's
+        copies (without waiting for the commit), for the snapshots of its backups."""
+        self.store.apply(self.node, frame, raw)
+        self.store.after_commit(_nothing)
+
+    def _channel_names(self, topic_name: str) -> list[str] | None:
         topic = self.nsqd.topics.get(topic_name)
         if topic is None:
             return None
-        return wire.channels(topic_name, [c for c in topic.channels if not is_ephemeral(c)])
+        return [c for c in topic.channels if not is_ephemeral(c)]
 
     def _greeting(self) -> list[bytes]:
-        frames = [self._channels_frame(name) for name in self.nsqd.topics if self.replicates(name)]
-        return [f for f in frames if f is not None]
+        out = []
+        for name in list(self.nsqd.topics):
+            names = self._channel_names(name) if self.replicates(name) else None
+            if names is not None:
+                out.append(wire.channels(name, names))
+                self._own(Frame(Kind.CHANNELS, topic=name, channels=names), out[-1])
+        return out
 
     def _from_backup(self, peer: str, frame: Frame) -> None:
         # a peer is alive when it speaks on its own links (pings), not when it answers
         # ours: a silent replacement answers as a backup and must still count as lost
         if frame.kind is Kind.ACK:
-            self.tracker.acked(peer, frame.seq)
+            link = self.links.get(peer)
+            if link is not None and link.counts_for(frame.seq):
+                self.tracker.acked(peer, frame.seq)
+        elif frame.kind is Kind.WELCOME:
+            self._welcomed(peer, frame)
         elif frame.kind is Kind.PULLED:
             assert frame.inner is not None
             self.store.merge(frame.name, frame.inner)  # adopted next: never logged here
         elif frame.kind is Kind.DONE:
-            waiter = self._pulls.pop(frame.seq, None)
+            waiter = self.pulls.pop(frame.seq, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(None)
+
+    # -- generations and snapshots ------------------------------------------------------
+    def _welcomed(self, peer: str, frame: Frame) -> None:
+        self._welcome.set()
+        if self.generations.superseded_by(frame.generation):
+            self._fenced(peer, frame.generation)
+            return
+        link = self.links.get(peer)
+        if link is not None and link.needs_snapshot(frame.keeps_log):
+            seq = next(self._seqs)
+            snapshot = [wire.reset(), *shard_frames(self.store, self.node), wire.synced(seq)]
+            log.info("REPLICATION: %s holds nothing of ours or missed frames: sending a snapshot "
+                     "of %d live messages", peer, self.store.held(self.node))
+            link.send_snapshot(snapshot, seq)
+
+    def _fenced(self, peer: str, fence: int) -> None:
+        """Our messages up to generation ``fence`` were adopted (``peer`` says so): what
+        our replicated topics hold is not delivered again here, what waits for copies
+        fails, and the links start over in the new generation."""
+        log.warning("REPLICATION: %s says our messages of generation %d were adopted: emptying our "
+                    "replicated topics, now generation %d", peer, fence, self.generations.own)
+        for topic in list(self.nsqd.topics.values()):
+            if topic.replicated:
+                self.empty(topic)
+        self.tracker.fail_all("this node's messages were adopted by a peer")
+        self.store.drop(self.node)
+        self.store.begin(self.node, self.generations.own)
+        for link in self.pinger.values():
+            link.new_generation()
+
+    @staticmethod
+    def empty(topic: "Topic") -> None:
+        topic.empty()
+        for channel in topic.channels.values():
+            channel.empty()
 
     # -- liveness and adoption -----------------------------------------------------------
     def _heard(self, peer: str) -> None:
@@ -165,11 +269,16 @@ class Replicator:
     async def _tick(self) -> None:
         while True:
             await asyncio.sleep(self.ping_interval)
-            for link in self._pinger.values():
+            for link in self.pinger.values():
                 link.ping()
             self.tracker.expire(time.monotonic())
             for owner in list(self.store.shards):
-                if owner in self._adopting or self.alive(owner) or not self.store.held(owner):
+                if owner == self.node or owner in self._adopting or not self.store.held(owner):
+                    continue
+                # copies of a generation fenced here belong to an adoption that began: if
+                # its adopter died before announcing it, the first live backup finishes it
+                # (the owner's HELLO in that generation is refused until then)
+                if self.alive(owner) and not self.generations.refuses(owner, self.store.generation(owner)):
                     continue
                 if ring.adopter(owner, self.peers, self.replicas, self.alive) == self.node:
                     self._adopting.add(owner)
@@ -177,61 +286,14 @@ class Replicator:
                                     f"REPLICATION: adoption of {owner}")
 
     async def _adopt(self, owner: str) -> None:
-        """``owner`` is lost and we are its first live backup: merge what the other live
-        backups hold of it (a quorum ack may have reached only one of them), then deliver
-        every message some channel still wants, and forget the copies."""
+        """``owner`` is lost and we are its first live backup (``adoption.py``)."""
         try:
-            others = [b for b in ring.backups_of(owner, self.peers, self.replicas)
-                      if b != self.node and self.alive(b) and b in self._pinger]
-            await asyncio.gather(*(self._pull(peer, owner) for peer in others))
-            if self.alive(owner):
-                log.info("REPLICATION: %s is back before its adoption: nothing adopted", owner)
-                return
-            count = self._deliver(owner)
-            self.adopted[owner] = self.adopted.get(owner, 0) + count
-            self.store.drop(owner)
-            log.warning("REPLICATION: %s lost: adopted %d of its messages", owner, count)
+            await adoption.adopt(self, owner)
         except Exception:
             # the copies stay: the next tick tries again (what was put already comes twice)
             log.exception("REPLICATION: adopting the messages of %s failed", owner)
         finally:
             self._adopting.discard(owner)
-
-    async def _pull(self, peer: str, owner: str) -> None:
-        seq = next(self._seqs)
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pulls[seq] = waiter
-        self._pinger[peer].send_once(wire.pull(seq, owner))
-        try:
-            await asyncio.wait_for(waiter, PULL_TIMEOUT)
-        except asyncio.TimeoutError:
-            log.error("REPLICATION: %s did not send its copies of %s in time: adopting without them", peer, owner)
-        finally:
-            self._pulls.pop(seq, None)
-
-    def _deliver(self, owner: str) -> int:
-        count = 0
-        now_ms = time.time() * 1000
-        for topic_name, shard in self.store.shards.get(owner, {}).items():
-            live = shard.live()
-            if not live:
-                continue
-            topic = self.nsqd.get_topic(topic_name)
-            for item in live:
-                payload, defer = item.entry.payload, max(0.0, (item.entry.defer_until_ms - now_ms) / 1000)
-                if item.channels is None:
-                    msg = Message.from_payload(payload)
-                    msg.defer = defer
-                    topic.put(msg if defer else payload)
-                else:
-                    for name in item.channels:
-                        channel = topic.get_channel(name)
-                        if defer:
-                            channel.put_deferred(Message.from_payload(payload), defer)
-                        else:
-                            channel.put(payload)
-                count += 1
-        return count
 
     # -- stats ------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
@@ -240,11 +302,19 @@ class Replicator:
             "replicas": self.replicas,
             "quorum": ring.quorum(self.replicas),
             "waiting_publishes": len(self.tracker),
-            "backups": [{"peer": peer, "connected": link.connected, "acked_through": link.unacked.acked_through,
+            "generation": self.generations.own,
+            "live_own": self.store.held(self.node),
+            "backups": [{"peer": peer, "connected": link.connected, "state": link.state,
+                         "acked_through": link.unacked.acked_through,
                          "lag_frames": link.lag, "missed_frames": link.unacked.missed, "connects": link.connects}
                         for peer, link in self.links.items()],
             "peers": [{"peer": peer, "alive": self.alive(peer)} for peer in self.peers],
-            "held_copies": {owner: self.store.held(owner) for owner in self.store.shards},
+            "held_copies": {owner: self.store.held(owner) for owner in self.store.shards if owner != self.node},
             "adopted": dict(self.adopted),
+            "fenced": dict(self.generations.announced),
         }
 
+
+
+def _nothing() -> None:
+    pass

@@ -11,7 +11,7 @@ import re
 from typing import Callable
 
 from .shard import Shard
-from .wire import Frame, Kind, channels as channels_frame, hello, raw_frames
+from .wire import Frame, Kind, channels as channels_frame, hello, raw_frames, synced
 
 log = logging.getLogger("nsqd")
 
@@ -28,6 +28,8 @@ class ReplicaStore:
         self.path = os.path.join(data_path, "replication")
         self.durable = durable
         self.shards: dict[str, dict[str, Shard]] = {}  # owner -> topic -> shard
+        self.generations: dict[str, int] = {}  # owner -> the generation its copies here belong to
+        self._synced: set[str] = set()  # owners whose log here holds a whole snapshot (a SYNCED)
         self._fds: dict[str, int] = {}
         self._sizes: dict[str, int] = {}
         self._unwritten: dict[str, list[bytes]] = {}
@@ -57,6 +59,7 @@ class ReplicaStore:
             owner = self._owner_of(frames)
             if owner is None:
                 continue
+            self.generations[owner] = max(frames[0][0].generation, 1)
             for frame, _ in frames[1:]:
                 self._apply(owner, frame)
             kept = sum(len(raw) for _, raw in frames)
@@ -70,6 +73,24 @@ class ReplicaStore:
         if not frames or frames[0][0].kind is not Kind.HELLO:
             return None
         return frames[0][0].name
+
+    # -- generations --------------------------------------------------------------
+    def begin(self, owner: str, generation: int) -> None:
+        """``owner`` speaks in ``generation``: copies of an older one were adopted (an
+        owner moves on only when told so), they go."""
+        generation = max(generation, 1)
+        if self.generations.get(owner, generation) < generation:
+            self.drop(owner)
+        self.generations[owner] = generation
+
+    def generation(self, owner: str) -> int:
+        return self.generations.get(owner, 1)
+
+    def keeps_log(self, owner: str) -> bool:
+        """Whether this store holds ``owner``'s current generation whole: its log took a
+        snapshot to its end (SYNCED) and has followed since. A new or wiped backup, or one
+        whose snapshot was cut off by a lost connection, needs a (new) snapshot."""
+        return owner in self._synced
 
     # -- changes ----------------------------------------------------------------
     def apply(self, owner: str, frame: Frame, raw: bytes) -> None:
@@ -88,6 +109,12 @@ class ReplicaStore:
         self._apply(owner, frame)
 
     def _apply(self, owner: str, frame: Frame) -> None:
+        if frame.kind is Kind.SYNCED:
+            self._synced.add(owner)
+            return
+        if frame.kind is Kind.RESET:  # a snapshot begins: not whole again until its SYNCED
+            self._synced.discard(owner)
+            return
         shard = self.shards.setdefault(owner, {}).setdefault(frame.topic, Shard())
         if frame.kind is Kind.APPEND:
             shard.append(frame.entries)
@@ -104,6 +131,8 @@ class ReplicaStore:
         if fd is not None:
             self._close_fd(fd)
         self._sizes.pop(owner, None)
+        self.generations.pop(owner, None)
+        self._synced.discard(owner)
         try:
             os.unlink(os.path.join(self.path, _file_name(owner)))
         except FileNotFoundError:
@@ -197,7 +226,7 @@ class ReplicaStore:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             self._fds[owner] = fd
             if fresh:
-                head = hello(owner)
+                head = hello(owner, self.generation(owner))
                 os.write(fd, head)
                 self._sizes[owner] = len(head)
         return fd
@@ -205,8 +234,10 @@ class ReplicaStore:
     def _compact(self, owner: str) -> None:
         """Nothing of this owner is left to deliver: its log restarts with the channels
         it has, so later FINs still count against them."""
-        data = hello(owner) + b"".join(channels_frame(topic, shard.channels)
+        data = hello(owner, self.generation(owner)) + b"".join(channels_frame(topic, shard.channels)
                                        for topic, shard in self.shards.get(owner, {}).items())
+        if owner in self._synced:
+            data += synced(0)
         path = os.path.join(self.path, _file_name(owner))
         temp = path + ".tmp"
         with open(temp, "wb") as f:

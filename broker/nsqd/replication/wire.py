@@ -31,6 +31,10 @@ class Kind(IntEnum):
     PULL = 7  # seq, owner: send me every copy you hold of that owner's messages
     PULLED = 8  # owner, one inner frame (APPEND, FIN or CHANNELS) of a PULL's answer
     DONE = 9  # seq: the PULL's answer is complete
+    WELCOME = 10  # backup to owner, answering HELLO: the adopted generation it knows, whether it keeps a log of ours
+    RESET = 11  # owner to backup: a snapshot of what is live follows (added to what the backup holds)
+    SYNCED = 12  # seq: the snapshot is complete; answered by ACK once committed
+    DROP = 13  # generation, owner: an adopter took over that owner's copies up to that generation
 
 
 class WireError(Exception):
@@ -48,7 +52,9 @@ class Entry(NamedTuple):
 class Frame:
     kind: Kind
     seq: int = 0
-    name: str = ""  # HELLO's node, PULL's and PULLED's owner
+    name: str = ""  # HELLO's node, PULL's, PULLED's and DROP's owner
+    generation: int = 0  # HELLO's (the sender's), PULL's and DROP's (the adopted one), WELCOME's fence
+    keeps_log: bool = False  # WELCOME: the backup has a log of the owner's current generation
     topic: str = ""
     channel: str = ""
     entries: list[Entry] = field(default_factory=list)
@@ -66,8 +72,26 @@ def _framed(kind: Kind, body: bytes) -> bytes:
     return _HEAD.pack(len(body) + 1, kind) + body
 
 
-def hello(node: str) -> bytes:
-    return _framed(Kind.HELLO, _text(node))
+def hello(node: str, generation: int = 0) -> bytes:
+    """``generation``: the owner's, starting at 1 (0: not told, as in a log of an older
+    version, read as 1)."""
+    return _framed(Kind.HELLO, _text(node) + (_U64.pack(generation) if generation else b""))
+
+
+def welcome(fence: int, keeps_log: bool) -> bytes:
+    return _framed(Kind.WELCOME, _U64.pack(fence) + bytes((1 if keeps_log else 0,)))
+
+
+def reset() -> bytes:
+    return _framed(Kind.RESET, b"")
+
+
+def synced(seq: int) -> bytes:
+    return _framed(Kind.SYNCED, _U64.pack(seq))
+
+
+def drop(owner: str, generation: int) -> bytes:
+    return _framed(Kind.DROP, _U64.pack(generation) + _text(owner))
 
 
 def append(seq: int, topic: str, entries: list[Entry]) -> bytes:
@@ -105,8 +129,10 @@ def ping() -> bytes:
     return _framed(Kind.PING, b"")
 
 
-def pull(seq: int, owner: str) -> bytes:
-    return _framed(Kind.PULL, _U64.pack(seq) + _text(owner))
+def pull(seq: int, owner: str, generation: int) -> bytes:
+    """Also a fence: the backup asked accepts no more of ``owner``'s frames of that
+    generation or older, so its answer holds every copy it acknowledged."""
+    return _framed(Kind.PULL, _U64.pack(seq) + _text(owner) + _U64.pack(generation))
 
 
 def pulled(owner: str, inner: bytes) -> bytes:
@@ -158,6 +184,7 @@ def decode(kind_byte: int, body: memoryview) -> Frame:
     r = _Reader(body)
     if kind is Kind.HELLO:
         frame = Frame(kind, name=r.text())
+        frame.generation = r.u64() if r.at < len(body) else 0
     elif kind is Kind.APPEND:
         seq, topic, count = r.u64(), r.text(), r.u32()
         entries = []
@@ -165,7 +192,7 @@ def decode(kind_byte: int, body: memoryview) -> Frame:
             defer_until, size = _ENTRY.unpack(r.take(_ENTRY.size))
             entries.append(Entry(r.take(size), defer_until))
         frame = Frame(kind, seq=seq, topic=topic, entries=entries)
-    elif kind in (Kind.ACK, Kind.DONE):
+    elif kind in (Kind.ACK, Kind.DONE, Kind.SYNCED):
         frame = Frame(kind, seq=r.u64())
     elif kind is Kind.FIN:
         topic, channel, count = r.text(), r.text(), r.u32()
@@ -173,10 +200,16 @@ def decode(kind_byte: int, body: memoryview) -> Frame:
     elif kind is Kind.CHANNELS:
         topic, count = r.text(), r.u16()
         frame = Frame(kind, topic=topic, channels=[r.text() for _ in range(count)])
-    elif kind is Kind.PING:
+    elif kind in (Kind.PING, Kind.RESET):
         frame = Frame(kind)
     elif kind is Kind.PULL:
         frame = Frame(kind, seq=r.u64(), name=r.text())
+        frame.generation = r.u64() if r.at < len(body) else 0  # 0: from a node before generations
+    elif kind is Kind.WELCOME:
+        frame = Frame(kind, generation=r.u64(), keeps_log=r.take(1) != b"\x00")
+    elif kind is Kind.DROP:
+        generation = r.u64()
+        frame = Frame(kind, name=r.text(), generation=generation)
     else:  # PULLED
         owner = r.text()
         inner = Decoder()

@@ -1,0 +1,111 @@
+"""Adopting a lost owner's messages, in this order:
+
+1. fence the generation of its copies here, and on every other live backup by the PULL
+   that asks for theirs: from then on none of them acknowledges a frame of that
+   generation, so the merged copies hold every message the owner got a quorum for;
+2. put every message some channel still owes on this node's topics and channels, and
+   replicate them to this node's backups as its own messages (with FINs for this
+   node's channels they are not owed to);
+3. announce the generation (an owner coming back learns it in WELCOME and empties its
+   queues) and forget the copies;
+4. once a quorum of this node's backups holds what was adopted, tell the other backups
+   to DROP theirs: a second loss is then survived by this node's backups, without the
+   lost owner's copies delivered a second time.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from nsq_protocol.names import is_ephemeral
+
+from ..message import ID_SLICE, Message
+from . import ring, wire
+from .backup_server import PULL_BATCH
+from .shard import Live
+
+if TYPE_CHECKING:
+    from ..topic import Topic
+    from .replicator import Replicator
+
+log = logging.getLogger("nsqd")
+
+PULL_TIMEOUT = 5.0  # a survivor's copies it is asked for during an adoption
+
+
+async def adopt(r: "Replicator", owner: str) -> None:
+    generation = r.store.generation(owner)
+    r.backup_side.fence(owner, generation)
+    others = [b for b in ring.backups_of(owner, r.peers, r.replicas)
+              if b != r.node and r.alive(b) and b in r.pinger]
+    await asyncio.gather(*(_pull(r, peer, owner, generation) for peer in others))
+    count, copies = _deliver(r, owner)
+    r.generations.announce(owner, generation)
+    r.store.drop(owner)
+    r.adopted[owner] = r.adopted.get(owner, 0) + count
+    log.warning("REPLICATION: %s lost: adopted %d of its messages (generation %d)", owner, count, generation)
+    if copies:
+        try:
+            await asyncio.gather(*copies)
+        except Exception as e:
+            log.error("REPLICATION: the adopted messages of %s have no quorum of copies here (%s): "
+                      "its other backups keep theirs", owner, e)
+            return
+    for peer in others:
+        r.pinger[peer].send_once(wire.drop(owner, generation))
+
+
+async def _pull(r: "Replicator", peer: str, owner: str, generation: int) -> None:
+    seq = r.next_seq()
+    waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    r.pulls[seq] = waiter
+    r.pinger[peer].send_once(wire.pull(seq, owner, generation))
+    try:
+        await asyncio.wait_for(waiter, PULL_TIMEOUT)
+    except asyncio.TimeoutError:
+        log.error("REPLICATION: %s did not send its copies of %s in time: adopting without them", peer, owner)
+    finally:
+        r.pulls.pop(seq, None)
+
+
+def _deliver(r: "Replicator", owner: str) -> tuple[int, list["asyncio.Future[None]"]]:
+    """Every live message of ``owner`` on this node's topics, and replicated as ours; how
+    many, and what resolves once a quorum of our backups holds them."""
+    count = 0
+    copies: list[asyncio.Future[None]] = []
+    now_ms = time.time() * 1000
+    for topic_name, shard in r.store.shards.get(owner, {}).items():
+        live = shard.live()
+        if not live:
+            continue
+        topic = r.nsqd.get_topic(topic_name)
+        for item in live:
+            _put(topic, item, max(0.0, (item.entry.defer_until_ms - now_ms) / 1000))
+        count += len(live)
+        for start in range(0, len(live), PULL_BATCH):
+            copies.append(r.replicate_entries(topic_name, [item.entry for item in live[start:start + PULL_BATCH]]))
+        for channel in topic.channels:
+            if is_ephemeral(channel):
+                continue
+            not_owed = [item.entry.payload[ID_SLICE] for item in live
+                        if item.channels is not None and channel not in item.channels]
+            if not_owed:
+                r.finished(topic_name, channel, not_owed)
+    return count, copies
+
+
+def _put(topic: "Topic", item: Live, defer: float) -> None:
+    payload = item.entry.payload
+    if item.channels is None:
+        msg = Message.from_payload(payload)
+        msg.defer = defer
+        topic.put(msg if defer else payload)
+        return
+    for name in item.channels:
+        channel = topic.get_channel(name)
+        if defer:
+            channel.put_deferred(Message.from_payload(payload), defer)
+        else:
+            channel.put(payload)

@@ -1,0 +1,77 @@
+"""Generations: how an owner that comes back is kept from delivering what was adopted.
+
+Each owner's messages belong to a generation of its shard, 1 at first. Adopting an owner
+fences the generation its copies belong to: the adopter, and every backup it pulls
+copies from, accepts no more frames of that generation (so what it gave the adopter is
+all it acknowledged). Once the adoption is done the generation is *announced*: an owner
+saying HELLO with it (or an older one) is told so in WELCOME, and then empties its own
+queues of replicated topics and starts the next generation.
+
+A node keeps all of this in ``<data-path>/replication/generations.json``, rewritten
+whole (it is small: a number per peer) and fsynced before anything depends on it.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+FILE = "generations.json"
+
+
+@dataclass
+class Generations:
+    own: int = 1  # the generation of what this node publishes now
+    fenced: dict[str, int] = field(default_factory=dict)  # owner -> newest generation refused
+    announced: dict[str, int] = field(default_factory=dict)  # owner -> newest generation adopted
+    path: str | None = None
+
+    @classmethod
+    def load(cls, directory: str) -> "Generations":
+        path = os.path.join(directory, FILE)
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except FileNotFoundError:
+            return cls(path=path)
+        return cls(int(data["own"]), {k: int(v) for k, v in data["fenced"].items()},
+                   {k: int(v) for k, v in data["announced"].items()}, path)
+
+    def save(self) -> None:
+        if self.path is None:
+            return
+        temp = self.path + ".tmp"
+        with open(temp, "w") as f:
+            json.dump({"own": self.own, "fenced": self.fenced, "announced": self.announced}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, self.path)
+
+    # -- a peer's side ------------------------------------------------------------
+    def fence(self, owner: str, generation: int) -> None:
+        """Refuse ``owner``'s frames of ``generation`` and older from now on."""
+        if generation > self.fenced.get(owner, 0):
+            self.fenced[owner] = generation
+            self.save()
+
+    def announce(self, owner: str, generation: int) -> None:
+        """``owner``'s copies up to ``generation`` are adopted: tell it when it says HELLO."""
+        if generation > self.announced.get(owner, 0) or generation > self.fenced.get(owner, 0):
+            self.fenced[owner] = max(generation, self.fenced.get(owner, 0))
+            self.announced[owner] = max(generation, self.announced.get(owner, 0))
+            self.save()
+
+    def refuses(self, owner: str, generation: int) -> bool:
+        return max(generation, 1) <= self.fenced.get(owner, 0)
+
+    def announced_for(self, owner: str) -> int:
+        return self.announced.get(owner, 0)
+
+    # -- the owner's side ---------------------------------------------------------
+    def superseded_by(self, fence: int) -> bool:
+        """A WELCOME's fence: True when it covers our generation, which then moves past it."""
+        if fence < self.own:
+            return False
+        self.own = fence + 1
+        self.save()
+        return True
