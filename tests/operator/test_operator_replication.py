@@ -206,3 +206,37 @@ def _peer_address(operator: OperatorUnderTest, ordinal: int) -> str:
     """The address nsqd knows a peer by (the kubelet's loopback address for its DNS name):
     peers are listed in ordinal order."""
     return str(operator.pod_json("rep-nsqd-1", "/replication")["peers"][ordinal]["peer"])
+
+
+async def test_replication_turned_on_and_off_rolls_the_nsqds_without_waiting_for_copies_that_cannot_exist(
+        operator: OperatorUnderTest) -> None:
+    """While a roll turns replication on, the nsqds not restarted yet have no copies to
+    wait for (and turning it off leaves none): the roll goes through, then the copies are
+    reported; once off, the status says nothing of replication."""
+    await operator.create("NsqCluster", "turn", {"drainTimeoutSeconds": 2, "lookupd": {"replicas": 1},
+                                                 "nsqd": {"replicas": 2}})
+    plain = await operator.ready("NsqCluster", "turn", timeout=60)
+    assert "replication" not in plain["status"]["nsqd"]
+
+    await operator.patch("NsqCluster", "turn", {"spec": {"nsqd": {"replication": {"replicas": 2,
+                                                                                  "failoverTimeout": "1s"}}}})
+    await rolled(operator, "turn", ["turn-nsqd-1", "turn-nsqd-0"], timeout=120)
+
+    async def on() -> dict[str, Any]:
+        obj = await operator.ready("NsqCluster", "turn", timeout=60)
+        found = obj["status"]["nsqd"].get("replication") or {}
+        assert (found.get("replicas"), found.get("inSync"), found.get("missing")) == (2, 4, 0), found
+        return obj
+    await operator.until(on, 60, "turn with its copies in sync")
+
+    await operator.patch("NsqCluster", "turn", {"spec": {"nsqd": {"replication": {"replicas": 1}}}})
+    await rolled(operator, "turn", ["turn-nsqd-1", "turn-nsqd-0"], timeout=120)
+
+    async def off() -> dict[str, Any]:
+        obj = await operator.ready("NsqCluster", "turn", timeout=60)
+        assert "replication" not in obj["status"]["nsqd"], obj["status"]["nsqd"]
+        return obj
+    await operator.until(off, 60, "turn without replication")
+    args = (await statefulset(operator, "turn-nsqd"))["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert not [a for a in args if a.startswith(("--replication", "--topic-replicas"))]
+    await retire(operator, "turn")

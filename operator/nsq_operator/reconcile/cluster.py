@@ -24,6 +24,7 @@ from ..models.network import OperatorPod
 from ..rollout import progress
 from ..runtime import Runtime
 from ..status import conditions
+from ..status import replication as replica_judge
 from ..status.errors import describe
 from ..status.errors import BadSpec
 from ..topology.wishes import ChannelWish, TopicWish
@@ -36,7 +37,6 @@ from . import tls as tls_look
 from .optional import OPTIONAL_KINDS, prune_optional
 from .membership import hold_membership
 from .replication import read_replication
-from ..status import replication as replica_judge
 
 NOT_APPLIED_REASON = "ChangeNotApplied"
 

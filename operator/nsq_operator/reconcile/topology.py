@@ -15,6 +15,7 @@ from ..models import NodeCounts, ReplicationStatus, TopologyStatus
 from ..models.cluster import ClusterRef
 from ..runtime import Runtime
 from ..status import conditions
+from ..status import replication as replica_judge
 from ..topology.converge import converge_channel, converge_topic
 from ..topology.nodes import Fleet, Node, lookupd_admins, nsqd_fleet
 from ..topology.removal import remove_channel, remove_topic
@@ -23,7 +24,6 @@ from ..topology.wishes import ChannelWish, TopicWish, channel_spec, channel_wish
 from .freshness import ensure_current
 from .gate import REACH_ERRORS
 from .replication import read_replication
-from ..status import replication as replica_judge
 
 
 class NotYet(Exception):

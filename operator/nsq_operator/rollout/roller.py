@@ -10,13 +10,12 @@ from ..builders import labels
 from ..constants import NSQD_CLAIM_TEMPLATE
 from ..kube.client import CONFLICT, INVALID, JSON_PATCH, KubeApiError
 from ..kube.events import post_event
-from ..kube.pods import ordinal_of
+from ..kube.pods import ordinal_of, topic_replicas_of
 from ..models import NsqCluster, RolloutStatus
 from ..reconcile.cluster import registered_everywhere
 from ..reconcile.replication import read_replication
-from ..kube.pods import topic_replicas_of
-from ..status import replication as replica_judge
 from ..runtime import Runtime
+from ..status import replication as replica_judge
 from . import progress
 from .drain import DrainClient, DrainState, NoAnswer, http_address
 from .observe import Observed, PodView, observe
