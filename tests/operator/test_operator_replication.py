@@ -20,7 +20,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 # a new nsqd is silent for two failover timeouts: long enough here to outlast its way to
 # Ready on a loaded machine, so that the roll is seen waiting for the copies alone
-REPLICATION = {"replicas": 2, "timeout": "3s", "failoverTimeout": "5s"}
+REPLICATION = {"replicas": 2, "timeout": "3s", "failoverTimeout": "8s"}
 
 
 def spec(**extra: Any) -> dict[str, Any]:
