@@ -149,6 +149,13 @@ class NsqdAdmin(_HttpApi):
         ``finished``, ``error``, ``topics``, ``messages``, ``topics_left``, ``messages_left``)."""
         return dict(await self._json("GET", "/drain"))
 
+    async def replication(self) -> dict[str, Any]:
+        """``GET /replication`` (our nsqd, with ``--topic-replicas`` above 1): ``node``,
+        ``replicas``, ``quorum``, ``backups`` (``peer``, ``connected``, ``acked_through``,
+        ``lag_frames``, ``missed_frames``, ``connects``), ``peers`` (``peer``, ``alive``),
+        ``held_copies`` and ``adopted``. Raises AdminError 404 where replication is off."""
+        return dict(await self._json("GET", "/replication"))
+
     async def get_config(self, option: str) -> Any:
         """The option's value: a string option comes back as text (nsqd answers it
         so), anything else as JSON (durations in nanoseconds, ``log_level`` as Go's number)."""

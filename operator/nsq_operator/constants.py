@@ -22,6 +22,7 @@ DEFAULT_IMAGE: Final = f"{IMAGE_REPOSITORY}:{OPERATOR_VERSION}"
 NSQD_TCP_PORT: Final = 4150
 NSQD_HTTP_PORT: Final = 4151
 NSQD_HTTPS_PORT: Final = 4152  # only with spec.tls
+NSQD_REPLICATION_PORT: Final = 4153  # only with spec.nsqd.replication.replicas > 1: nsqds copy messages to peers
 LOOKUPD_TCP_PORT: Final = 4160
 LOOKUPD_HTTP_PORT: Final = 4161
 

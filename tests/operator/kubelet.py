@@ -31,6 +31,12 @@ nsqlookupd process on its own loopback address (127.0.x.y).
   is written whenever a pod changes: a StatefulSet's resourceVersion moves on its own.
 - Each pod carries ``controller-revision-hash: <statefulset>-<hash>``, its hash at its
   longest (10 characters), a label value the apiserver checks (63 at most).
+- Replicated topics: a pod's DNS name is given one loopback address and replication port
+  for good, the first time its own flags or a peer's name it (``--replication-address``,
+  ``--replication-peer`` are mapped to them, as the lookupd names are): an nsqd with
+  replication runs on that address, a replacement on the same one, as a pod's stable name
+  resolves to whichever pod has it. A claim the API server made anew (its older self was
+  deleted) starts empty, as a new volume does.
 """
 from __future__ import annotations
 
@@ -52,7 +58,7 @@ from nsq_operator.status.conditions import now
 from tests.operator.addresses import next_host, write_book
 from tests.operator.emulator import ADMIN
 from tests.operator.pod_volumes import PROBE_CONTEXT, PodNsqd, local_paths, project_secrets
-from tests.servers import Nsqlookupd, ServerProcess
+from tests.servers import Nsqlookupd, ServerProcess, free_port
 
 FINALIZER = "kubelet.test/terminate"
 CRASH_LOOP_TAG = "crashloop"
@@ -129,6 +135,7 @@ class FakeKubelet:
         self._task: asyncio.Task[None] | None = None
         self.errors: list[BaseException] = []
         self.refused: set[tuple[str, str | None]] = set()  # (StatefulSet, resourceVersion) whose pods were refused
+        self.stable: dict[str, tuple[str, int]] = {}  # pod -> (host, replication port) its DNS name stands for
 
     def process(self, pod: str) -> ServerProcess:
         process = self.pods[pod].process
@@ -344,11 +351,18 @@ class FakeKubelet:
         mounted = await project_secrets(template["spec"], container, workdir,
                                         lambda secret: self._get(self._path("secrets", secret)))
         flags = local_paths({**container_flags(args), "broadcast-address": broadcast}, mounted)
+        host = next_host()
+        if "replication-address" in flags:  # its stable name's address, which its peers know it by
+            host = self._stable(name)[0]
+            flags["replication-address"] = self._replication_address(flags["replication-address"])
+            peers = flags.get("replication-peer") or []
+            peers = [p for value in (peers if isinstance(peers, list) else [peers]) for p in value.split(",") if p]
+            flags["replication-peer"] = ",".join(self._replication_address(p) for p in peers)
         process: ServerProcess | None = None
         if not container["image"].endswith(f":{CRASH_LOOP_TAG}"):
             if component == "nsqd":
                 flags["config"] = str(await self._nsqd_config(cluster, workdir))
-                process = PodNsqd(workdir, flags, host=next_host())
+                process = PodNsqd(workdir, flags, host=host)
             else:
                 flags["config"] = str(await self._lookupd_config(cluster, workdir))
                 process = Nsqlookupd(workdir, flags, host=next_host())
@@ -389,11 +403,30 @@ class FakeKubelet:
         return False
 
     async def _claim(self, name: str, template: dict[str, Any], directory: Path) -> None:
+        """The pod's claim, made unless it exists; one made anew is a new, empty volume (the
+        directory of a deleted one may still be there when its pod is replaced at once)."""
+        assert self._session is not None
         self.claims[name] = directory
-        await self._send("POST", self._path("persistentvolumeclaims"), {
-            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-            "metadata": {"name": name, "namespace": self.namespace, "labels": template["metadata"].get("labels", {})},
-            "spec": template["spec"], "status": {"phase": "Bound"}})
+        async with self._session.post(self.api + self._path("persistentvolumeclaims"), json={
+                "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": name, "namespace": self.namespace,
+                             "labels": template["metadata"].get("labels", {})},
+                "spec": template["spec"], "status": {"phase": "Bound"}}) as r:
+            if r.status >= 400 and r.status != 409:
+                raise RuntimeError(f"POST claim {name}: {r.status} {await r.text()}")
+            made = r.status < 300
+        if made and directory.exists():
+            shutil.rmtree(directory)
+
+    def _stable(self, pod: str) -> tuple[str, int]:
+        if pod not in self.stable:
+            host = next_host()
+            self.stable[pod] = (host, free_port(host))
+        return self.stable[pod]
+
+    def _replication_address(self, dns_address: str) -> str:
+        host, port = self._stable(self._pod_of_dns(dns_address))
+        return f"{host}:{port}"
 
     async def _terminate(self, name: str, still_listed: bool) -> None:
         running = self.pods[name]

@@ -19,7 +19,8 @@ K8S_VERSIONS = ["1.28.0", "1.33.0"]
 RICH_SPEC: dict[str, Any] = {
     "nsqd": {"replicas": 5, "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
              "storage": {"size": "50Gi", "storageClassName": "fast", "whenScaled": "Delete", "whenDeleted": "Delete"},
-             "options": {"mem-queue-size": 0, "sync-every": 1, "msg-timeout": "90s"}},
+             "options": {"mem-queue-size": 0, "sync-every": 1, "msg-timeout": "90s"},
+             "replication": {"replicas": 3, "timeout": "2s", "failoverTimeout": "10s"}},
     "lookupd": {"replicas": 2, "resources": {"requests": {"cpu": 0.1}}},
     "scheduling": {"affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
                        {"weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",

@@ -70,6 +70,10 @@ ACCEPTED = {
     # controller-revision-hash: <name>-lookupd-<hash of up to 10 digits>, which the apiserver
     # refuses beyond 63 characters (builders/limits.py); such an object can only be deleted
     f": new rule 'self.metadata.name.size() <= {MAX_CLUSTER_NAME}' may refuse a stored object",
+    # reads only spec.nsqd.replication, which no released CRD had (the apiserver pruned it
+    # from every stored object), and `!has(self.replication)` holds for all of them
+    ".spec.nsqd: new rule '!has(self.replication) || self.replication.replicas <= 1 || "
+    "self.replication.replicas <= self.replicas' may refuse a stored object",
 }
 
 

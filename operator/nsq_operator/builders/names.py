@@ -2,7 +2,7 @@
 The builders and the live reconcilers both use these, so they never disagree."""
 from __future__ import annotations
 
-from ..constants import LOOKUPD_TCP_PORT
+from ..constants import LOOKUPD_TCP_PORT, NSQD_REPLICATION_PORT
 from ..models.cluster import ClusterRef, NsqCluster
 
 
@@ -65,6 +65,17 @@ def pod_dns(pod: str, service: str, namespace: str, domain: str = "") -> str:
 
 def nsqd_broadcast_address(cluster: ClusterRef | NsqCluster, pod: str) -> str:
     return pod_dns(pod, nsqd_headless_service(cluster), cluster.namespace, cluster.domain)
+
+
+def nsqd_replication_address(cluster: ClusterRef | NsqCluster, pod: str) -> str:
+    """Where an nsqd listens for its peers' copies (nsqd's --replication-address), and its
+    name in their --replication-peer lists: stable across restarts and replacements."""
+    return f"{nsqd_broadcast_address(cluster, pod)}:{NSQD_REPLICATION_PORT}"
+
+
+def nsqd_replication_peers(cluster: NsqCluster, replicas: int | None = None) -> list[str]:
+    """Every nsqd's replication address, in ordinal order: the same list on every nsqd."""
+    return [nsqd_replication_address(cluster, pod) for pod in nsqd_pods(cluster, replicas)]
 
 
 def lookupd_broadcast_address(cluster: ClusterRef | NsqCluster, pod: str) -> str:

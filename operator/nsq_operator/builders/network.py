@@ -3,14 +3,15 @@ ports admit only the client pods the owner names, the cluster's own nsqds (a sca
 hands its backlog to them over HTTP) and nsqadmin, the operator (drains, topics,
 channels: from the namespace and with the labels it runs with, wherever it is installed)
 and the peers of ``allowFrom``; the peers of ``httpFrom`` (Prometheus, KEDA) reach the
-HTTP API only. nsqlookupd is not restricted: nsqd registers
+HTTP API only. With replicated topics the replication port admits the cluster's own nsqds
+and nobody else. nsqlookupd is not restricted: nsqd registers
 with it and every client asks it where nsqd is."""
 from __future__ import annotations
 
 import copy
 from typing import Any, Mapping
 
-from ..constants import NSQD_HTTP_PORT, NSQD_HTTPS_PORT, NSQD_TCP_PORT
+from ..constants import NSQD_HTTP_PORT, NSQD_HTTPS_PORT, NSQD_REPLICATION_PORT, NSQD_TCP_PORT
 from ..models import NsqCluster
 from ..models.network import FALLBACK_LABELS, FALLBACK_NAMESPACE
 from . import labels
@@ -65,6 +66,9 @@ def build_network_policy(cluster: NsqCluster) -> dict[str, Any] | None:
     http = [NSQD_HTTP_PORT] + ([NSQD_HTTPS_PORT] if cluster.spec.tls is not None else [])
     ports = [NSQD_TCP_PORT, *http]
     rules = [{"from": _peers(cluster), "ports": [{"protocol": "TCP", "port": p} for p in ports]}]
+    if cluster.spec.nsqd.replicated is not None:  # replicated topics: the cluster's own nsqds copy to each other
+        rules.append({"from": [{"podSelector": {"matchLabels": labels.selector(cluster, labels.NSQD)}}],
+                      "ports": [{"protocol": "TCP", "port": NSQD_REPLICATION_PORT}]})
     if cluster.spec.network_policy.http_from:  # scrapers: the HTTP API only
         rules.append({"from": copy.deepcopy(cluster.spec.network_policy.http_from),
                       "ports": [{"protocol": "TCP", "port": p} for p in http]})

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..constants import LOOKUPD_HTTP_PORT, LOOKUPD_TCP_PORT, NSQD_HTTP_PORT, NSQD_HTTPS_PORT, NSQD_TCP_PORT
+from ..constants import (LOOKUPD_HTTP_PORT, LOOKUPD_TCP_PORT, NSQD_HTTP_PORT, NSQD_HTTPS_PORT, NSQD_REPLICATION_PORT,
+                         NSQD_TCP_PORT)
 from ..models import NsqCluster
 from . import labels, names
 from .ownership import object_meta
@@ -39,7 +40,13 @@ def _nsqd_ports(cluster: NsqCluster) -> list[dict[str, Any]]:
 
 
 def build_nsqd_headless_service(cluster: NsqCluster) -> dict[str, Any]:
-    return _service(cluster, names.nsqd_headless_service(cluster), labels.NSQD, _nsqd_ports(cluster), headless=True)
+    """With replicated topics it carries the replication port too: peers reach each other
+    by their pods' names; the client Service never does (clients have no use for it)."""
+    ports = _nsqd_ports(cluster)
+    if cluster.spec.nsqd.replicated is not None:
+        ports.append({"name": "replication", "port": NSQD_REPLICATION_PORT, "targetPort": "replication",
+                      "protocol": "TCP"})
+    return _service(cluster, names.nsqd_headless_service(cluster), labels.NSQD, ports, headless=True)
 
 
 def build_nsqd_client_service(cluster: NsqCluster) -> dict[str, Any]:

@@ -6,7 +6,8 @@ from typing import Any
 
 from ..constants import (LOOKUPD_CONFIG_FILE, LOOKUPD_DEFAULT_REQUESTS, NSQD_DEFAULT_REQUESTS, NSQD_CLAIM_TEMPLATE, LOOKUPD_HTTP_PORT, LOOKUPD_LIVENESS_PATH, LOOKUPD_READINESS_PATH,
                          LOOKUPD_TCP_PORT, NSQD_CONFIG_DIR, NSQD_CONFIG_FILE, NSQD_DATA_PATH, NSQD_HTTP_PORT,
-                         NSQD_HTTPS_PORT, NSQD_LIVENESS_PATH, NSQD_READINESS_PATH, NSQD_TCP_PORT,
+                         NSQD_HTTPS_PORT, NSQD_LIVENESS_PATH, NSQD_READINESS_PATH, NSQD_REPLICATION_PORT,
+                         NSQD_TCP_PORT,
                          OPTIONS_HASH_ANNOTATION, TERMINATION_GRACE_MARGIN_SECONDS, TLS_REVISION_ANNOTATION,
                          TLS_SECRET_ANNOTATION, TOPOLOGY_READY_CONDITION)
 from ..models import NsqCluster
@@ -19,6 +20,7 @@ from .pods import (POD_NAME_ENV, container_security_context, http_probe, resourc
                    security_context)
 
 DATA_VOLUME = NSQD_CLAIM_TEMPLATE
+REPLICATION_PORT_NAME = "replication"
 # nsqd answers /ping 503 LOADING while it opens its topics (about a second per thousand):
 # liveness is held off until /ping has answered 200 once, for up to an hour
 NSQD_STARTUP_PERIOD, NSQD_STARTUP_FAILURES = 5, 720
@@ -61,6 +63,21 @@ def nsqd_security_args(cluster: NsqCluster) -> list[str]:
     return args
 
 
+def nsqd_replication_args(cluster: NsqCluster) -> list[str]:
+    """Replicated topics (spec.nsqd.replication): this pod's stable address, every ordinal's
+    in order (the peer list is fixed: the replicas of the spec), the copies wanted and the
+    timeouts. Nothing when replication is off."""
+    replication = cluster.spec.nsqd.replicated
+    if replication is None:
+        return []
+    own = names.nsqd_replication_address(cluster, "$(POD_NAME)")
+    return [f"--replication-address={own}",
+            f"--replication-peer={','.join(names.nsqd_replication_peers(cluster))}",
+            f"--topic-replicas={replication.replicas}",
+            f"--replication-timeout={replication.timeout}",
+            f"--replication-failover-timeout={replication.failover_timeout}"]
+
+
 def nsqd_probes(cluster: NsqCluster) -> dict[str, Any]:
     """Over HTTPS when plain HTTP is closed (the kubelet does not verify the certificate)."""
     https = cluster.spec.tls is not None and cluster.spec.tls.https_only
@@ -80,6 +97,8 @@ def nsqd_container(cluster: NsqCluster) -> dict[str, Any]:
     if cluster.spec.tls is not None:
         ports.append({"name": "https", "containerPort": NSQD_HTTPS_PORT, "protocol": "TCP"})
         mounts.append(tls.mount())
+    if cluster.spec.nsqd.replicated is not None:
+        ports.append({"name": REPLICATION_PORT_NAME, "containerPort": NSQD_REPLICATION_PORT, "protocol": "TCP"})
     container: dict[str, Any] = {
         "name": "nsqd",
         "image": cluster.image,
@@ -91,7 +110,8 @@ def nsqd_container(cluster: NsqCluster) -> dict[str, Any]:
                  f"--data-path={NSQD_DATA_PATH}",
                  f"--broadcast-address={broadcast}",
                  f"--drain-timeout={cluster.spec.drain_timeout_seconds}s",
-                 *nsqd_security_args(cluster)],
+                 *nsqd_security_args(cluster),
+                 *nsqd_replication_args(cluster)],
         "env": [POD_NAME_ENV],
         "ports": ports,
         **nsqd_probes(cluster),

@@ -79,3 +79,30 @@ async def mark_topology_ready(api: KubeApi, pod: dict[str, Any]) -> None:
 def tls_secret_of(pod: Mapping[str, Any]) -> str | None:
     """The Secret whose CA a pod's nsqd is called with over HTTPS; None: plain HTTP."""
     return ((pod.get("metadata") or {}).get("annotations") or {}).get(TLS_SECRET_ANNOTATION) or None
+
+
+def topic_replicas_of(pod: Mapping[str, Any]) -> int:
+    """The --topic-replicas a pod (or pod template) runs its nsqd with; 1 (no replication)
+    when it names none."""
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        if container.get("name") != labels.NSQD:
+            continue
+        for arg in container.get("args") or []:
+            if str(arg).startswith("--topic-replicas="):
+                try:
+                    return int(str(arg).split("=", 1)[1])
+                except ValueError:
+                    return 1
+    return 1
+
+
+def replication_address_of(pod: Mapping[str, Any]) -> str | None:
+    """The --replication-address a pod's nsqd runs with (``$(POD_NAME)`` filled in); None without."""
+    name = (pod.get("metadata") or {}).get("name") or ""
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        if container.get("name") != labels.NSQD:
+            continue
+        for arg in container.get("args") or []:
+            if str(arg).startswith("--replication-address="):
+                return str(arg).split("=", 1)[1].replace("$(POD_NAME)", name)
+    return None

@@ -14,6 +14,7 @@ from .common import CrdModel, GoDuration, Quantity, ResourceRequirements, Status
 from .monitoring import PrometheusSpec
 from .network import NetworkPolicySpec, OperatorPod
 from .options import LookupdTunables, NsqdTunables
+from .replication import ReplicationStatus
 from .security import AuthSpec, TlsSpec
 from .template import PodTemplateOverride
 
@@ -38,7 +39,37 @@ class StorageSpec(CrdModel):
     when_deleted: ClaimPolicy = Field("Retain", description="what happens to the claims when the NsqCluster is deleted")
 
 
+# checked by the apiserver on NsqdSpec: a message cannot have more copies than there are nsqds
+REPLICAS_WITHIN_NSQDS = {
+    "rule": "!has(self.replication) || self.replication.replicas <= 1 || self.replication.replicas <= self.replicas",
+    "message": "replication.replicas cannot be above replicas: each copy of a message lives on a different nsqd",
+}
+
+
+class ReplicationSpec(CrdModel):
+    """Replicated topics (nsqd's --topic-replicas): every message of a non-ephemeral topic
+    is copied to the next nsqds of the StatefulSet's ordinal order and acknowledged once a
+    majority of its copies holds it."""
+
+    replicas: int = Field(1, ge=1, le=5, description="copies of each message of a non-ephemeral topic, on as many "
+                                                     "nsqds (1: no replication; 2 or 3 in practice, at most 5 and at "
+                                                     "most nsqd.replicas). While above 1 the number of nsqds is fixed: "
+                                                     "a change of nsqd.replicas is refused until replication is "
+                                                     "turned off")
+    timeout: NonZeroDuration = Field("5s", description="a publish not acknowledged by a majority of the copies in "
+                                                      "this long fails (nsqd's --replication-timeout)")
+    failover_timeout: NonZeroDuration = Field(
+        "3s", description="an nsqd its peers have not heard from this long is lost: its first live backup delivers "
+                          "its messages (nsqd's --replication-failover-timeout)")
+
+    @property
+    def enabled(self) -> bool:
+        return self.replicas > 1
+
+
 class NsqdSpec(CrdModel):
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [REPLICAS_WITHIN_NSQDS]})
+
     replicas: int = Field(3, ge=0, le=1000, description="number of nsqd pods")
     resources: ResourceRequirements = Field(default_factory=ResourceRequirements, description="cpu and memory of each nsqd")
     storage: StorageSpec = Field(default_factory=StorageSpec, description="each nsqd's persistent disk queue")
@@ -52,6 +83,22 @@ class NsqdSpec(CrdModel):
     options: NsqdTunables = Field(default_factory=NsqdTunables, description="nsqd options by NSQ's flag names")
     pod_template: PodTemplateOverride = Field(default_factory=PodTemplateOverride,
                                               description="merged into the nsqd pods' template: labels, annotations, security context, extra containers and volumes")
+    # off when left out (no default object: a stored cluster gains no field, and the rule
+    # below reads no integer unless replication is asked for)
+    replication: ReplicationSpec | None = Field(
+        None, description="replicated topics: copies of every message on other nsqds, delivered by a backup when "
+                          "its nsqd is lost; off when left out")
+
+    @property
+    def replicated(self) -> ReplicationSpec | None:
+        """The replication asked for, None when off (left out, or 1 replica)."""
+        return self.replication if self.replication is not None and self.replication.enabled else None
+
+    @model_validator(mode="after")
+    def _replicas_within_nsqds(self) -> "NsqdSpec":
+        if self.replicated is not None and self.replicated.replicas > self.replicas:
+            raise ValueError(REPLICAS_WITHIN_NSQDS["message"])
+        return self
 
 
 class LookupdSpec(CrdModel):
@@ -127,6 +174,9 @@ class NsqdStatus(ComponentStatus):
         None, description="true when every ready nsqd is known to every lookupd; false when one is missing from "
                           "a lookupd or a lookupd does not answer; left out while no nsqd is ready (nothing to register)")
     lookupd_addresses: list[str] = Field(default_factory=list, description="the lookupd TCP addresses nsqds were last given")
+    replication: ReplicationStatus | None = Field(
+        None, description="with replicated topics: where the copies of every nsqd's messages stand, read from "
+                          "each nsqd's GET /replication; left out when replication is off")
 
 
 RolloutPhase = Literal["Draining", "Replacing", "HandingOff", "Removing", "Waiting", "Complete"]

@@ -7,6 +7,7 @@ from pydantic import ConfigDict, Field
 
 from .common import CrdModel, DeletionPolicy, StatusBase
 from .names import ChannelName, TopicName
+from .replication import ReplicationStatus
 
 def _same(field: str) -> str:
     """CEL: the field has the value it had (set or unset alike)."""
@@ -62,6 +63,9 @@ class TopologyStatus(StatusBase):
     in_flight: int = Field(0, description="messages in flight on all nsqds")
     nodes: list[NodeCounts] = Field(default_factory=list, description="counts per nsqd")
     emptied_request: str | None = Field(None, description="the last empty request (annotation value) acted on")
+    replication: ReplicationStatus | None = Field(
+        None, description="NsqTopic with replicated topics: where the copies of this topic's messages stand on the "
+                          "nsqds that have it; left out when replication is off or the topic is ephemeral")
 
 
 def named(spec_name: str | None, body: Any) -> str:

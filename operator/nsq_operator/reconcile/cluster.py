@@ -24,6 +24,7 @@ from ..models.network import OperatorPod
 from ..rollout import progress
 from ..runtime import Runtime
 from ..status import conditions
+from ..status import replication as replica_judge
 from ..status.errors import describe
 from ..status.errors import BadSpec
 from ..topology.wishes import ChannelWish, TopicWish
@@ -34,6 +35,8 @@ from .health import Problem, creation_refused, pod_problems
 from .storage import SIZE_FIELD, STORAGE_EXPANDED, STORAGE_RESIZE_FAILED, grow, storage_change
 from . import tls as tls_look
 from .optional import OPTIONAL_KINDS, prune_optional
+from .membership import hold_membership
+from .replication import read_replication
 
 NOT_APPLIED_REASON = "ChangeNotApplied"
 
@@ -291,6 +294,10 @@ newer versions of its object). ``prune`` (after a change of the
     spec): delete the optional objects (Certificate, PodMonitor, NetworkPolicy) the spec no
     longer asks for."""
     cluster = parse(body, rt.default_image, rt.operator_pod)
+    # with replicated topics the number of nsqds is fixed (reconcile.membership)
+    cluster, membership = hold_membership(cluster, await rt.statefulset(cluster.namespace,
+                                                                        names.nsqd_statefulset(cluster)),
+                                          await component_pods(rt, cluster.ref, labels.NSQD))
     certificate = await tls_look.look(rt, cluster)
     if certificate.revision is not None:
         cluster = cluster.model_copy(update={"tls_revision": certificate.revision})
@@ -299,6 +306,12 @@ newer versions of its object). ``prune`` (after a change of the
     refused = [p for p in written if not p.waiting]
     if certificate.problem is not None:
         refused.append(certificate.problem)
+    membership_wait = None
+    if membership is not None:
+        if cluster.spec.nsqd.replicated is not None:
+            refused.append(membership)  # nothing changed: the StatefulSet keeps its replicas and peer list
+        else:
+            membership_wait = membership.message  # replication is being turned off: the change follows
     if prune:
         ensure_current(live, body)
         await prune_optional(rt, cluster)
@@ -310,12 +323,14 @@ newer versions of its object). ``prune`` (after a change of the
     ready_nsqds = [p["metadata"]["name"] for p in nsqd_pods if is_ready(p)]
     ready_lookupds = [p for p in lookupd_pods if is_ready(p)]
     registered = await registration(rt, cluster, lookupd_pods, ready_nsqds)
+    replication = await read_replication(rt, cluster.ref, nsqd_pods, names.nsqd_pods(cluster))
+    replication_status = None if replication is None else replication.status(names.nsqd_pods(cluster))
     status = NsqClusterStatus(
         observed_generation=cluster.generation or None,
         listeners=client_listeners(cluster),
         nsqd=NsqdStatus(replicas=len(nsqd_pods), ready_replicas=len(ready_nsqds),
                         selector=labels.selector_string(cluster, labels.NSQD), registered_in_all_lookupds=registered,
-                        lookupd_addresses=names.lookupd_tcp_addresses(cluster)),
+                        lookupd_addresses=names.lookupd_tcp_addresses(cluster), replication=replication_status),
         lookupd=ComponentStatus(replicas=len(lookupd_pods), ready_replicas=len(ready_lookupds),
                                 selector=labels.selector_string(cluster, labels.LOOKUPD)),
     )
@@ -328,11 +343,22 @@ newer versions of its object). ``prune`` (after a change of the
         summary += f"; {certificate.waiting}"
     for wait in waiting:
         summary += f"; {wait.message}"
+    copies_unsettled = None if replication_status is None else replica_judge.unsettled(replication_status)
+    if replication_status is not None:
+        summary += (f"; copies of replicated topics: {replication_status.in_sync} in sync, "
+                    f"{replication_status.catching_up} catching up, {replication_status.behind} behind, "
+                    f"{replication_status.missing} missing")
+    if membership_wait:
+        summary += f"; {membership_wait}"
     done = (len(ready_nsqds) == want_nsqd and len(nsqd_pods) == want_nsqd and len(ready_lookupds) == want_lookupd
             and len(lookupd_pods) == want_lookupd and (registered or want_nsqd == 0) and not missed
-            and certificate.revision is not None and not waiting)
-    verdict = conditions.ready(summary) if done else \
-        conditions.progressing(waiting[0].reason if waiting else "PodsNotReady", summary)
+            and certificate.revision is not None and not waiting and not membership_wait)
+    if done and copies_unsettled is not None:  # every pod is up, but not every copy is in place yet
+        verdict = conditions.progressing("ReplicasNotInSync", f"{summary} ({copies_unsettled})")
+    elif done:
+        verdict = conditions.ready(summary)
+    else:
+        verdict = conditions.progressing(waiting[0].reason if waiting else "PodsNotReady", summary)
     verdict = health.verdict(refused + await problems_of(rt, cluster, body, nsqd_pods + lookupd_pods), verdict)
     ensure_current(live, body)  # a status of the spec before would be reported as the newer one's
     return ClusterPass(status.wire(), progress.verdict(progress.current(body), verdict),

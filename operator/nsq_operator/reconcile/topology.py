@@ -6,11 +6,16 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Iterable
 
+from nsq_protocol.names import is_ephemeral
+
+from ..builders import labels
 from ..constants import EMPTY_REQUEST_ANNOTATION
-from ..models import NodeCounts, TopologyStatus
+from ..kube.pods import component_pods, ordinal_of
+from ..models import NodeCounts, ReplicationStatus, TopologyStatus
 from ..models.cluster import ClusterRef
 from ..runtime import Runtime
 from ..status import conditions
+from ..status import replication as replica_judge
 from ..topology.converge import converge_channel, converge_topic
 from ..topology.nodes import Fleet, Node, lookupd_admins, nsqd_fleet
 from ..topology.removal import remove_channel, remove_topic
@@ -18,6 +23,7 @@ from ..topology.ownership import nsq_name, winner
 from ..topology.wishes import ChannelWish, TopicWish, channel_spec, channel_wish, topic_spec, topic_wish
 from .freshness import ensure_current
 from .gate import REACH_ERRORS
+from .replication import read_replication
 
 
 class NotYet(Exception):
@@ -40,11 +46,25 @@ async def _cluster_ref(rt: Runtime, wish: Wish) -> ClusterRef | None:
     return None if domain is None else ClusterRef(wish.cluster, wish.namespace, domain)
 
 
-async def _fleet(rt: Runtime, wish: Wish) -> Fleet:
+async def _fleet(rt: Runtime, wish: Wish) -> tuple[ClusterRef, Fleet]:
     cluster = await _cluster_ref(rt, wish)
     if cluster is None:
         raise NotYet(f"NsqCluster {wish.cluster} does not exist in namespace {wish.namespace}")
-    return await nsqd_fleet(rt, cluster)
+    return cluster, await nsqd_fleet(rt, cluster)
+
+
+async def _replication(rt: Runtime, cluster: ClusterRef, wish: Wish,
+                       counts: list[NodeCounts]) -> ReplicationStatus | None:
+    """A replicated topic's copies on the nsqds that have it (every non-ephemeral topic is
+    replicated when its nsqds run with replication); None for a channel, an ephemeral
+    topic, or nsqds without replication."""
+    if not isinstance(wish, TopicWish) or is_ephemeral(wish.topic):
+        return None
+    pods = await component_pods(rt, cluster, labels.NSQD)
+    replication = await read_replication(rt, cluster, pods)
+    if replication is None:
+        return None
+    return replication.status(sorted((c.pod for c in counts), key=ordinal_of))
 
 
 async def _on_every_node(fleet: Fleet, act: Callable[[Node], Awaitable[NodeCounts]]) -> tuple[list[NodeCounts], list[str]]:
@@ -86,7 +106,7 @@ async def reconcile_topology(rt: Runtime, body: Any, declared: Iterable[Wish] = 
     ensure_current(live, body)
     if (conflict := _conflict(wish, body, declared)) is not None:
         return conflict
-    fleet = await _fleet(rt, wish)
+    cluster, fleet = await _fleet(rt, wish)
     ensure_current(live, body)  # before any nsqd is told to pause or unpause as this spec says
     previous = dict(body.get("status") or {})
     emptied = previous.get("emptiedRequest")
@@ -97,11 +117,13 @@ async def reconcile_topology(rt: Runtime, body: Any, declared: Iterable[Wish] = 
         await _empty(fleet, wish)
         emptied = requested
         counts, missing = await _on_every_node(fleet, lambda node: converge(node, wish))  # type: ignore[arg-type]
+    replication = await _replication(rt, cluster, wish, counts)
     status = TopologyStatus(
         name=wish.topic if isinstance(wish, TopicWish) else wish.channel,
         observed_generation=body["metadata"].get("generation"),
         depth=sum(c.depth for c in counts), in_flight=sum(c.in_flight for c in counts),
-        nodes=sorted(counts, key=lambda c: c.pod), emptied_request=emptied)
+        nodes=sorted(counts, key=lambda c: c.pod), emptied_request=emptied, replication=replication)
+    copies = None if replication is None else replica_judge.unsettled(replication)
     unsettled = sorted(c.pod for c in counts if c.paused != wish.paused)  # nsqd did not keep the flag it was given
     if missing:
         verdict = conditions.progressing("NodesUnreachable", f"not yet on {', '.join(sorted(missing))}")
@@ -112,6 +134,12 @@ async def reconcile_topology(rt: Runtime, body: Any, declared: Iterable[Wish] = 
                                          f"{', '.join(unsettled)} although spec.paused is {str(wish.paused).lower()}")
     elif requested and requested != emptied:
         verdict = conditions.progressing("EmptyPending", "emptying waits for every nsqd to answer")
+    elif copies is not None:
+        verdict = conditions.progressing("ReplicasNotInSync", f"on {len(counts)} nsqd; copies not all in place: "
+                                                              f"{copies}")
+    elif replication is not None:
+        verdict = conditions.ready(f"on {len(counts)} nsqd; {replication.in_sync} copies in sync"
+                                   + (f", {replication.behind} behind" if replication.behind else ""))
     else:
         verdict = conditions.ready(f"on {len(counts)} nsqd")
     ensure_current(live, body)

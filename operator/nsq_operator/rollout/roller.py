@@ -10,10 +10,12 @@ from ..builders import labels
 from ..constants import NSQD_CLAIM_TEMPLATE
 from ..kube.client import CONFLICT, INVALID, JSON_PATCH, KubeApiError
 from ..kube.events import post_event
-from ..kube.pods import ordinal_of
+from ..kube.pods import ordinal_of, topic_replicas_of
 from ..models import NsqCluster, RolloutStatus
 from ..reconcile.cluster import registered_everywhere
+from ..reconcile.replication import read_replication
 from ..runtime import Runtime
+from ..status import replication as replica_judge
 from . import progress
 from .drain import DrainClient, DrainState, NoAnswer, http_address
 from .observe import Observed, PodView, observe
@@ -85,6 +87,27 @@ class Roller:
         nsqds = [p.name for p in self.observed.nsqd.pods if p.ready]
         return await registered_everywhere(self.rt, self.cluster, pods, nsqds)
 
+    async def copies_in_place(self) -> str | None:
+        """With replicated topics, why taking an nsqd down now would take a second copy of
+        some messages down (a peer not answering, not heard from, a copy missing or still
+        catching up); None when every copy is in place, or when the nsqds do not all run
+        with replication yet (a roll turning it on or off: there are no full copies to wait
+        for until it is over)."""
+        nsqd = self.observed.nsqd
+        pods = await self.rt.pods(self.cluster.namespace, labels.selector(self.cluster, labels.NSQD))
+        expected = [nsqd.pod_name(i) for i in range(nsqd.replicas)]
+        present = {p["metadata"]["name"]: p for p in pods}
+        if not any(topic_replicas_of(p) > 1 for p in pods):
+            return None  # replication is off
+        if absent := [n for n in expected if n not in present]:
+            return f"{', '.join(absent)} does not exist"
+        if any(topic_replicas_of(present[n]) <= 1 for n in expected):
+            return None  # replication is being turned on or off: no full set of copies to wait for
+        replication = await read_replication(self.rt, self.cluster.ref, [present[n] for n in expected], expected)
+        if replication is None:
+            return None
+        return replica_judge.all_in_place(replication.status(expected), replication.reports, replication.pod_of)
+
     # -- phases -------------------------------------------------------------------------
     async def step(self, state: RolloutStatus, retargeted: bool) -> RolloutStatus:
         """Carry the current phase on; once it is over, take the plan's next step."""
@@ -136,12 +159,20 @@ class Roller:
         component = self.observed.component(state.component)
         pod = component.pod(state.pod)
         if pod is not None and not pod.terminating and not component.outdated(pod) and pod.ready:
-            if await self.registered():
+            if not await self.registered():
+                message = f"waiting for {pod.name} to be registered in every nsqlookupd"
+            elif component.component == labels.NSQD and (unsettled := await self.copies_in_place()) is not None:
+                # replicated topics: the next nsqd goes down only once this one's peers hear
+                # from it again and every copy it holds or owns is caught up
+                message = f"waiting for the copies of replicated topics to be in place: {unsettled}"
+            else:
                 return state.model_copy(update={"replaced": [*state.replaced, pod.name], "error": None}), True
-            message = f"waiting for {pod.name} to be registered in every nsqlookupd"
         else:
             message = f"waiting for the replacement of {state.pod} to be Ready"
         if progress.seconds_in_phase(state) > self.rt.intervals.ready_timeout:
+            if message.startswith("waiting for the copies"):
+                raise StopRoll(f"{state.pod} is Ready but its copies are not all in place "
+                               f"{int(progress.seconds_in_phase(state))}s after it was replaced: {message}")
             detail = f" ({pod.stuck})" if pod is not None and pod.stuck else ""
             raise StopRoll(f"{state.pod} is not Ready and registered {int(progress.seconds_in_phase(state))}s "
                            f"after it was replaced{detail}")
@@ -289,6 +320,11 @@ class Roller:
 
     async def _restart(self, state: RolloutStatus, step: Restart) -> RolloutStatus:
         fields = {"pod": step.pod, "component": step.component, "reason": step.reason}
+        if step.component == labels.NSQD and step.reason != STUCK_POD \
+                and (unsettled := await self.copies_in_place()) is not None:
+            # never two copies down at once: a copy missing or catching up elsewhere waits
+            return progress.waiting(state, f"waiting for the copies of replicated topics to be in place before "
+                                           f"restarting {step.pod}: {unsettled}")
         if step.drain:
             try:
                 started = await (await self.drain_client(step.pod)).start()

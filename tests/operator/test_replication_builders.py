@@ -1,0 +1,185 @@
+"""Replicated topics, the operator's pure side: spec.nsqd.replication turns into nsqd's
+flags (each pod's stable address, every ordinal in order), a replication port on the
+container, the headless Service and the NetworkPolicy; nothing changes when it is off;
+the CRD rule and the model bound the copies by the nsqds; the number of nsqds is held
+while replication runs; and GET /replication answers are judged in sync, catching up,
+behind or missing."""
+from __future__ import annotations
+
+from typing import Any
+
+import celpy
+import kubernetes_validate
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from nsq_operator.builders import build_cluster
+from nsq_operator.builders.statefulsets import build_nsqd_statefulset
+from nsq_operator.models import NsqCluster
+from nsq_operator.reconcile.membership import MEMBERSHIP_FIXED, hold_membership
+from nsq_operator.status import replication as judge
+from nsqd.cli import load_options
+from nsqd.options import NsqdOptions
+from tests.operator.samples import cluster, cluster_body
+from tests.operator.test_builders import K8S_VERSIONS, by_kind_and_name
+from tests.operator.test_crd_rules import ROOT
+
+REPLICATED: dict[str, Any] = {"nsqd": {"replicas": 3, "replication": {"replicas": 2, "timeout": "2s",
+                                                                      "failoverTimeout": "1s"}},
+                              "networkPolicy": {"enabled": True}}
+PEERS = ",".join(f"demo-nsqd-{i}.demo-nsqd-headless.ns1.svc:4153" for i in range(3))
+
+
+def _container(manifests: list[dict[str, Any]]) -> dict[str, Any]:
+    sts = by_kind_and_name(manifests)["StatefulSet", "demo-nsqd"]
+    return dict(sts["spec"]["template"]["spec"]["containers"][0])
+
+
+def test_the_nsqd_flags_name_each_pod_by_its_stable_name_and_every_ordinal_in_order() -> None:
+    args = _container(build_cluster(cluster(**REPLICATED)))["args"]
+    assert args[-5:] == ["--replication-address=$(POD_NAME).demo-nsqd-headless.ns1.svc:4153",
+                         f"--replication-peer={PEERS}", "--topic-replicas=2", "--replication-timeout=2s",
+                         "--replication-failover-timeout=1s"]
+
+
+def test_with_a_cluster_domain_the_names_are_fully_qualified() -> None:
+    args = _container(build_cluster(cluster(clusterDomain="cluster.local", **REPLICATED)))["args"]
+    assert "--replication-address=$(POD_NAME).demo-nsqd-headless.ns1.svc.cluster.local:4153" in args
+
+
+def test_nsqd_reads_the_flags_as_the_operator_writes_them() -> None:
+    """Each pod's args, $(POD_NAME) filled in as the kubelet does, through nsqd's own CLI."""
+    args = _container(build_cluster(cluster(**REPLICATED)))["args"]
+    flags = [a.replace("$(POD_NAME)", "demo-nsqd-1") for a in args
+             if a.startswith(("--replication", "--topic-replicas"))]
+    options = load_options(flags)
+    assert isinstance(options, NsqdOptions)
+    assert options.replication_address == "demo-nsqd-1.demo-nsqd-headless.ns1.svc:4153"
+    assert options.replication_peers == PEERS.split(",")
+    assert (options.topic_replicas, options.replication_timeout, options.replication_failover_timeout) == (2, 2.0, 1.0)
+
+
+def test_the_port_is_on_the_container_the_headless_service_and_the_policy_only() -> None:
+    objects = by_kind_and_name(build_cluster(cluster(**REPLICATED)))
+    ports = _container(list(objects.values()))["ports"]
+    assert {"name": "replication", "containerPort": 4153, "protocol": "TCP"} in ports
+    headless = objects["Service", "demo-nsqd-headless"]["spec"]["ports"]
+    assert {"name": "replication", "port": 4153, "targetPort": "replication", "protocol": "TCP"} in headless
+    assert all(p["port"] != 4153 for p in objects["Service", "demo-nsqd"]["spec"]["ports"])  # clients never
+    rules = objects["NetworkPolicy", "demo-nsqd"]["spec"]["ingress"]
+    replication = [r for r in rules if {"protocol": "TCP", "port": 4153} in r["ports"]]
+    assert replication == [{"from": [{"podSelector": {"matchLabels": {
+        "app.kubernetes.io/name": "nsq", "app.kubernetes.io/instance": "demo", "app.kubernetes.io/component": "nsqd"}}}],
+        "ports": [{"protocol": "TCP", "port": 4153}]}]
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_every_manifest_stays_valid_for_kubernetes(version: str) -> None:
+    for manifest in build_cluster(cluster(**REPLICATED)):
+        kubernetes_validate.validate(manifest, version, strict=True)
+
+
+@pytest.mark.parametrize("off", [{}, {"replication": {"replicas": 1}}, {"replication": {}}])
+def test_off_changes_no_manifest(off: dict[str, Any]) -> None:
+    assert build_cluster(cluster(nsqd={"replicas": 3, **off}, networkPolicy={"enabled": True})) == \
+        build_cluster(cluster(nsqd={"replicas": 3}, networkPolicy={"enabled": True}))
+
+
+def test_the_model_bounds_the_copies() -> None:
+    with pytest.raises(ValidationError, match="cannot be above replicas"):
+        cluster(nsqd={"replicas": 2, "replication": {"replicas": 3}})
+    with pytest.raises(ValidationError):
+        cluster(nsqd={"replicas": 9, "replication": {"replicas": 6}})
+    cluster(nsqd={"replicas": 0, "replication": {"replicas": 1}})  # off: no bound
+
+
+def _nsqd_rule() -> dict[str, str]:
+    crd = yaml.safe_load((ROOT / "crds" / "nsqclusters.nsq.dev.yaml").read_text())
+    nsqd = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["nsqd"]
+    (rule,) = nsqd["x-kubernetes-validations"]
+    return dict(rule)
+
+
+@pytest.mark.parametrize("nsqd, admitted", [
+    ({"replicas": 3}, True), ({"replicas": 0, "replication": {"replicas": 1}}, True),
+    ({"replicas": 3, "replication": {"replicas": 3}}, True), ({"replicas": 2, "replication": {"replicas": 3}}, False),
+    ({"replicas": 1, "replication": {"replicas": 2}}, False)])
+def test_the_crd_rule_bounds_the_copies_by_the_nsqds(nsqd: dict[str, Any], admitted: bool) -> None:
+    """As the apiserver binds it (self: spec.nsqd), with cel-python; crdcheck cannot judge it
+    (it reads every number as a float: tests/operator/admission.py)."""
+    rule = _nsqd_rule()
+    env = celpy.Environment()
+    verdict = env.program(env.compile(rule["rule"])).evaluate({"self": celpy.json_to_cel(nsqd)})
+    assert bool(verdict) is admitted
+
+
+def _statefulset(replicas: int, replication: int) -> dict[str, Any]:
+    nsqd: dict[str, Any] = {"replicas": replicas}
+    if replication > 1:
+        nsqd["replication"] = {"replicas": replication}
+    return build_nsqd_statefulset(cluster(nsqd=nsqd))
+
+
+def test_a_change_of_nsqd_replicas_is_held_while_replication_is_on() -> None:
+    wanted = cluster(nsqd={"replicas": 5, "replication": {"replicas": 3}})
+    held, problem = hold_membership(wanted, _statefulset(3, 3), [])
+    assert held.spec.nsqd.replicas == 3 and problem is not None and problem.reason == MEMBERSHIP_FIXED
+    assert "spec.nsqd.replicas 5 is not applied" in problem.message and "set spec.nsqd.replication.replicas to 1" \
+        in problem.message
+    assert build_nsqd_statefulset(held) == _statefulset(3, 3)  # nothing changes: replicas and peer list
+
+
+def test_a_change_waits_while_nsqds_still_run_replicated_and_goes_through_once_none_does() -> None:
+    turning_off = cluster(nsqd={"replicas": 2})
+    held, problem = hold_membership(turning_off, _statefulset(3, 3), [])
+    assert held.spec.nsqd.replicas == 3 and problem is not None and "waits" in problem.message
+    pod = {"metadata": {"name": "demo-nsqd-0"}, "spec": _statefulset(3, 3)["spec"]["template"]["spec"]}
+    held, problem = hold_membership(turning_off, _statefulset(3, 1), [pod])  # template off, a pod still on
+    assert held.spec.nsqd.replicas == 3 and problem is not None
+    held, problem = hold_membership(turning_off, _statefulset(3, 1), [])
+    assert held.spec.nsqd.replicas == 2 and problem is None
+
+
+def test_replication_turned_on_with_the_same_replicas_is_no_membership_change() -> None:
+    wanted = cluster(nsqd={"replicas": 3, "replication": {"replicas": 2}})
+    assert hold_membership(wanted, _statefulset(3, 1), []) == (wanted, None)
+    assert hold_membership(cluster(nsqd={"replicas": 4}), _statefulset(3, 1), []) == (cluster(nsqd={"replicas": 4}), None)
+
+
+def _backup(peer: str, connected: bool = True, lag: int = 0, missed: int = 0) -> dict[str, Any]:
+    return {"peer": peer, "connected": connected, "acked_through": 10, "lag_frames": lag, "missed_frames": missed,
+            "connects": 1}
+
+
+def test_answers_are_judged_per_owner() -> None:
+    pod_of = {f"a{i}:4153": f"p-{i}" for i in range(4)}
+    reports: judge.Reports = {
+        "p-0": {"backups": [_backup("a1:4153"), _backup("a2:4153", lag=judge.IN_SYNC_LAG_FRAMES + 1)],
+                "peers": [{"peer": "a3:4153", "alive": False}]},
+        "p-1": {"backups": [_backup("a2:4153", missed=3), _backup("a3:4153", connected=False)], "peers": []},
+        "p-2": {"backups": [_backup("a3:4153", lag=judge.IN_SYNC_LAG_FRAMES), _backup("a0:4153")], "peers": []},
+        "p-3": None,
+    }
+    status = judge.summarize(3, ["p-0", "p-1", "p-2", "p-3"], reports, pod_of)
+    rows = {row.pod: row for row in status.owners}
+    assert (rows["p-0"].in_sync, rows["p-0"].catching_up) == (["p-0", "p-1"], ["p-2"])
+    assert (rows["p-1"].behind, rows["p-1"].missing) == (["p-2"], ["p-3"])
+    assert rows["p-2"].in_sync == ["p-2", "p-3", "p-0"]
+    assert rows["p-3"].missing == ["p-3"] and not rows["p-3"].in_sync
+    assert (status.in_sync, status.catching_up, status.behind, status.missing) == (6, 1, 1, 2)
+    assert judge.unsettled(status) == ("copies of p-0 catching up on p-2; copies of p-1 missing on p-3; "
+                                       "p-3 does not answer")
+    assert judge.not_heard(reports, pod_of) == ["p-3"]
+    settled = judge.summarize(2, ["p-2"], reports, pod_of)
+    assert judge.all_in_place(settled, {"p-2": reports["p-2"]}, pod_of) is None
+    assert judge.all_in_place(settled, reports, pod_of) == "p-3 not heard from by every peer"
+
+
+def test_the_status_fits_the_crd() -> None:
+    """Written as the operator writes it, the CRD's schema admits it (NsqCluster and NsqTopic)."""
+    status = judge.summarize(2, ["p-0"], {"p-0": {"backups": [_backup("x")]}}, {})
+    body = cluster_body(nsqd={"replicas": 2, "replication": {"replicas": 2}})
+    assert NsqCluster.from_body(body).spec.nsqd.replicated is not None
+    wire = status.wire()
+    assert wire["owners"] == [{"pod": "p-0", "inSync": ["p-0", "x"], "catchingUp": [], "behind": [], "missing": []}]
