@@ -69,6 +69,10 @@ class NsqdOptions(BaseModel):
     replication_address: str = Field(
         "", description="(beyond NSQ) <addr>:<port> to listen on for replication from peer nsqds; "
         "this nsqd's name in --replication-peer (replication is off when empty)")
+    replication_listen_address: str = Field(
+        "", description="(beyond NSQ) <addr>:<port> the replication listener binds, when it is not "
+        "--replication-address (e.g. 0.0.0.0:4153 where that is a DNS name published only once the "
+        "node runs, as a StatefulSet pod's)")
     replication_peers: list[str] = Field(
         default_factory=list, json_schema_extra=_flag("replication-peer"),
         description="(beyond NSQ) replication address of every nsqd of the cluster, this one included, "

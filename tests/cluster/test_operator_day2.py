@@ -45,6 +45,7 @@ import pytest
 
 from nsq_operator.builders.limits import MAX_CLUSTER_NAME
 from tests.chart.helm import helm_binary
+from tests.cluster import nsq_exec
 from tests.cluster.kube import (REPO, Kube, KubectlError, connection_outcomes, connector_pod, namespace_snapshot, pod,
                                 project_image, restricted_container, wait_until)
 
@@ -54,7 +55,7 @@ RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
 TOKEN_SECONDS = 600  # the least expirationSeconds the apiserver allows
 SMALL = {"requests": {"cpu": "10m", "memory": "32Mi"}}
 # one namespace per test, made before the operator is installed (its RoleBindings go there)
-APP_NAMESPACES = ("restricted", "storage", "crash", "names", "gone", "token", "policy")
+APP_NAMESPACES = ("restricted", "storage", "crash", "names", "gone", "token", "policy", "replication")
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
@@ -265,6 +266,11 @@ def names_namespace(kube: Kube, operator: Operator) -> Iterator[str]:
 @pytest.fixture
 def policy_namespace(kube: Kube, operator: Operator) -> Iterator[str]:
     yield from app_namespace(kube, operator, "policy")
+
+
+@pytest.fixture
+def replication_namespace(kube: Kube, operator: Operator) -> Iterator[str]:
+    yield from app_namespace(kube, operator, "replication")
 
 
 def test_the_idle_operator_s_requests_per_minute(kube: Kube, operator: Operator) -> None:
@@ -528,6 +534,66 @@ def test_a_deleted_watched_namespace_leaves_no_ghost_behind(kube: Kube, operator
           f"{per_minute:.1f} requests/min meanwhile (every ghost of the module's namespaces counted)",
           *ghosts[:4], sep="\n")
     assert ghosts == []
+
+
+def copies(kube: Kube, kind: str, name: str, namespace: str) -> dict[str, Any]:
+    status = kube.get(kind, name, namespace).get("status") or {}
+    return (status.get("nsqd") or {}).get("replication") or {} if kind == "nsqcluster" else \
+        status.get("replication") or {}
+
+
+def every_copy_in_sync(kube: Kube, name: str, namespace: str, wanted: int) -> bool:
+    found = copies(kube, "nsqcluster", name, namespace)
+    return found.get("inSync") == wanted and found.get("missing") == 0 and found.get("catchingUp") == 0
+
+
+@pytest.mark.timeout(900)
+def test_a_replicated_nsqd_lost_with_its_disk_is_adopted_and_replaced_under_an_enforced_policy(
+        kube: Kube, operator: Operator, replication_namespace: str) -> None:
+    """Node loss on the real cluster: the pod and its claim deleted together. Its backup
+    adopts and delivers every acknowledged message; the StatefulSet brings the pod back on
+    a new, empty claim, and the copies are in sync again. The peers reach each other's
+    replication port through the cluster's own NetworkPolicy, which kube-router enforces."""
+    ns = replication_namespace
+    cluster = nsq_cluster("rep", ns, nsqd=3)
+    cluster["spec"]["nsqd"]["replication"] = {"replicas": 2}
+    cluster["spec"]["networkPolicy"] = {"enabled": True}
+    kube.apply([cluster, nsq_topic("orders", ns, "rep"),
+                {"apiVersion": "nsq.dev/v1alpha1", "kind": "NsqChannel", "metadata": {"name": "orders-audit", "namespace": ns},
+                 "spec": {"cluster": "rep", "topic": "orders", "channelName": "audit"}}])
+    cluster_ready(kube, "rep", ns, operator_namespace=operator.namespace)
+    wait_until("every copy in sync (3 owners x 2 copies)", lambda: every_copy_in_sync(kube, "rep", ns, 6),
+               timeout=180, every=2, explain=lambda: json.dumps(copies(kube, "nsqcluster", "rep", ns)))
+    rows = {row["pod"]: row["inSync"] for row in copies(kube, "nsqcluster", "rep", ns)["owners"]}
+    assert rows == {"rep-nsqd-0": ["rep-nsqd-0", "rep-nsqd-1"], "rep-nsqd-1": ["rep-nsqd-1", "rep-nsqd-2"],
+                    "rep-nsqd-2": ["rep-nsqd-2", "rep-nsqd-0"]}
+    wait_until("NsqChannel orders-audit Ready",
+               lambda: is_true(kube, "nsqchannel", "orders-audit", ns, "Ready"), timeout=120, every=2)
+    assert copies(kube, "nsqtopic", "orders", ns).get("replicas") == 2
+
+    sent = [f"rep-{i:04d}" for i in range(200)]
+    nsq_exec.publish(kube, ns, "rep-nsqd-0", "orders", sent)  # OK once rep-nsqd-1 holds a copy of each
+    owner_address = nsq_exec.nsqd_json(kube, ns, "rep-nsqd-0", "/replication")["node"]
+    assert nsq_exec.nsqd_json(kube, ns, "rep-nsqd-1", "/replication")["held_copies"].get(owner_address) == 200
+
+    # node loss: the claim (its finalizer holds it while the pod runs) and the pod
+    kube.run("delete", "pvc", "data-rep-nsqd-0", "-n", ns, "--wait=false")
+    kube.run("delete", "pod", "rep-nsqd-0", "-n", ns, "--wait=false")
+    wait_until("rep-nsqd-1 to adopt the messages of rep-nsqd-0", lambda: nsq_exec.nsqd_json(
+        kube, ns, "rep-nsqd-1", "/replication")["adopted"].get(owner_address) == 200, timeout=180, every=2)
+    delivered = nsq_exec.consume(kube, ns, "rep-nsqd-1", "orders", "audit", sent, seconds=60)
+    print(f"acknowledged {len(sent)}, delivered by the adopter {len(delivered)} "
+          f"({len(delivered) - len(set(delivered))} duplicates)")
+    assert sorted(set(delivered)) == sorted(sent) and len(delivered) == len(sent)
+
+    # the replacement runs on a new claim, and every copy is in place again
+    wait_until("the copies in sync again", lambda: every_copy_in_sync(kube, "rep", ns, 6),
+               timeout=300, every=2, explain=lambda: namespace_snapshot(kube, ns, operator.namespace)
+               + "\n" + json.dumps(copies(kube, "nsqcluster", "rep", ns)))
+    claim = kube.get("pvc", "data-rep-nsqd-0", ns)
+    assert not claim["metadata"].get("deletionTimestamp") and claim["status"]["phase"] == "Bound"
+    cluster_ready(kube, "rep", ns, operator_namespace=operator.namespace)
+    wait_until("NsqTopic orders Ready", lambda: is_true(kube, "nsqtopic", "orders", ns, "Ready"), timeout=120, every=2)
 
 
 @pytest.mark.timeout(900)

@@ -64,7 +64,8 @@ FINALIZER = "kubelet.test/terminate"
 CRASH_LOOP_TAG = "crashloop"
 PROBE_PERIOD = 0.2
 REVISION_LABEL = "controller-revision-hash"
-KUBELET_FLAGS = {"tcp-address", "http-address", "https-address", "data-path", "config", "broadcast-address"}
+KUBELET_FLAGS = {"tcp-address", "http-address", "https-address", "data-path", "config", "broadcast-address",
+                 "replication-listen-address"}
 
 
 # the one node this kubelet is: a pod whose nodeSelector asks for other labels stays Pending

@@ -38,8 +38,9 @@ def _container(manifests: list[dict[str, Any]]) -> dict[str, Any]:
 
 def test_the_nsqd_flags_name_each_pod_by_its_stable_name_and_every_ordinal_in_order() -> None:
     args = _container(build_cluster(cluster(**REPLICATED)))["args"]
-    assert args[-5:] == ["--replication-address=$(POD_NAME).demo-nsqd-headless.ns1.svc:4153",
-                         f"--replication-peer={PEERS}", "--topic-replicas=2", "--replication-timeout=2s",
+    # the listener binds every interface: the pod's DNS name resolves only once the pod runs
+    assert args[-6:] == ["--replication-address=$(POD_NAME).demo-nsqd-headless.ns1.svc:4153",
+                         "--replication-listen-address=0.0.0.0:4153", f"--replication-peer={PEERS}", "--topic-replicas=2", "--replication-timeout=2s",
                          "--replication-failover-timeout=1s"]
 
 

@@ -42,6 +42,7 @@ class Replicator:
         o = nsqd.options
         self.nsqd = nsqd
         self.node = o.replication_address
+        self.listen_address = o.replication_listen_address
         self.peers: list[str] = list(o.replication_peers)
         self.replicas = min(o.topic_replicas, len(self.peers))
         self.need = ring.quorum(self.replicas) - 1  # backups that must ack: the owner is one copy
@@ -85,9 +86,14 @@ class Replicator:
         self.store.load()
         self.store.begin(self.node, self.generations.own)
         loop = asyncio.get_running_loop()
-        host, port = split_listen_address(self.node)
-        self._server = await loop.create_server(lambda: BackupConnection(self.backup_side),
-                                                host, port, reuse_address=True)
+        listen = self.listen_address or self.node
+        host, port = split_listen_address(listen)
+        try:
+            self._server = await loop.create_server(lambda: BackupConnection(self.backup_side),
+                                                    host, port, reuse_address=True)
+        except OSError as error:
+            hint = "" if self.listen_address else " (--replication-listen-address binds another address)"
+            raise OSError(error.errno, f"replication listener on {listen}: {error.strerror or error}{hint}") from error
         log.info("REPLICATION: listening on %s, %d replicas of each topic, backups %s, generation %d",
                  self.node, self.replicas, ", ".join(self.backups) or "none", self.generations.own)
         # every peer must hear from us, backups or not, to know we are alive

@@ -71,7 +71,10 @@ def nsqd_replication_args(cluster: NsqCluster) -> list[str]:
     if replication is None:
         return []
     own = names.nsqd_replication_address(cluster, "$(POD_NAME)")
+    # the pod's DNS name is published only once the pod has its address: listen on every
+    # interface of the pod rather than resolve its own name at start
     return [f"--replication-address={own}",
+            f"--replication-listen-address=0.0.0.0:{NSQD_REPLICATION_PORT}",
             f"--replication-peer={','.join(names.nsqd_replication_peers(cluster))}",
             f"--topic-replicas={replication.replicas}",
             f"--replication-timeout={replication.timeout}",
