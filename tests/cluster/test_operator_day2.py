@@ -556,6 +556,11 @@ def test_a_replicated_nsqd_lost_with_its_disk_is_adopted_and_replaced_under_an_e
     replication port through the cluster's own NetworkPolicy, which kube-router enforces."""
     ns = replication_namespace
     cluster = nsq_cluster("rep", ns, nsqd=3)
+    # the CRD's CEL rule, on integers as the apiserver decodes them (crdcheck cannot judge it)
+    cluster["spec"]["nsqd"]["replication"] = {"replicas": 4}
+    with pytest.raises(KubectlError) as refused:
+        kube.apply(cluster)
+    assert "replication.replicas cannot be above replicas" in refused.value.stderr
     cluster["spec"]["nsqd"]["replication"] = {"replicas": 2}
     cluster["spec"]["networkPolicy"] = {"enabled": True}
     kube.apply([cluster, nsq_topic("orders", ns, "rep"),
