@@ -23,7 +23,8 @@ from .drain import DrainRefused
 from .handoff import parse_targets
 from .group_commit import SyncError
 from .replication.tracker import ReplicationError
-from .http_server import BodyUnreadable, HttpRequest, refusal
+from .http_head import RequestHead
+from .http_server import BodyUnreadable, HttpRequest, PrebuiltReply, refusal, split_target
 
 if TYPE_CHECKING:
     from .metrics import Exposition
@@ -48,6 +49,50 @@ def query(request: HttpRequest) -> Params:
         raise HttpError(400, "INVALID_REQUEST") from None
 
 
+_OK = go_http.ok("OK")
+OK_REPLY = PrebuiltReply(_OK.status, _OK.body, _OK.headers)  # a publish's answer, the same every time
+_PLANS_MAX = 1024  # request targets whose publish plans are remembered (forgotten all at once past it)
+
+
+class _PubPlan:
+    """What a ``/pub`` or ``/mpub`` target asks for, read from it once: the topic, and
+    ``defer`` in ms (``/pub``) or binary mode (``/mpub``)."""
+
+    __slots__ = ("mpub", "topic", "defer_ms", "binary")
+
+    def __init__(self, mpub: bool, topic: str, defer_ms: int | None, binary: bool) -> None:
+        self.mpub, self.topic, self.defer_ms, self.binary = mpub, topic, defer_ms, binary
+
+
+def _binary_mode(params: Params) -> bool:
+    binary = first(params, "binary")
+    return binary is not None and binary not in ("0", "f", "F", "false", "FALSE", "False")
+
+
+def _pub_plan(target: str) -> _PubPlan | None:
+    """The plan of a ``POST`` to ``target`` when it is a well-formed ``/pub`` or ``/mpub``
+    of a valid topic (and, for ``/pub``, a ``defer`` that is a number or absent); None
+    for anything else, which the usual path answers."""
+    path, query_string = split_target(target)
+    if path != "/pub" and path != "/mpub":
+        return None
+    try:
+        params = parse_query(query_string)
+    except QueryError:
+        return None
+    topic = first(params, "topic")
+    if topic is None or not is_valid_topic_name(topic):
+        return None
+    if path == "/mpub":
+        return _PubPlan(True, topic, None, _binary_mode(params))
+    defer_text = first(params, "defer")
+    try:
+        defer_ms = None if defer_text is None else int(defer_text)
+    except ValueError:
+        return None
+    return _PubPlan(False, topic, defer_ms, False)
+
+
 SERVED_WHILE_EXITING = {("GET", "/ping"), ("GET", "/info"), ("GET", "/ready"), ("GET", "/stats"),
                         ("GET", "/metrics"), ("GET", "/drain"), ("POST", "/drain")}
 
@@ -70,6 +115,7 @@ class HttpApi:
             self._routes[f"/topic/{action}"] = {"POST": getattr(self, f"topic_{action}")}
             self._routes[f"/channel/{action}"] = {"POST": getattr(self, f"channel_{action}")}
         self._config_route: dict[str, Handler] = {"GET": self.config, "PUT": self.config}
+        self._plans: dict[str, _PubPlan | None] = {}  # request target -> its publish plan (None: not one)
         if nsqd.replicator is not None:  # beyond NSQ, and only where replication is on
             self._routes["/replication"] = {"GET": self.replication}
 
@@ -95,6 +141,66 @@ class HttpApi:
         call = None if handler is None else (lambda: self._call(handler, request))
         return await go_http.answer(request.method, request.target, request.remote, log, call,
                                     None if methods is None else methods.keys())
+
+    def handle_now(self, head: RequestHead, body: bytes, secure: bool) -> Reply | None:
+        """The fast lane of a publisher repeating its request (``http_server``'s
+        ``HandleNow``): a ``POST /pub`` or ``/mpub`` answered at once, with no task and no
+        request object, when every check of the usual path passes and nothing is to be
+        waited for (not durable, not replicated, the topic exists). None, with nothing
+        done, leaves the request to :meth:`handle`, which answers it the usual way (its
+        errors included): so the answers are the same, only found sooner."""
+        if head.method != "POST":
+            return None
+        plans = self._plans
+        target = head.target
+        plan = plans.get(target, False)
+        if plan is False:
+            if len(plans) >= _PLANS_MAX:
+                plans.clear()
+            plan = plans[target] = _pub_plan(target)
+        if plan is None:
+            return None
+        nsqd = self.nsqd
+        opts = nsqd.options
+        if (nsqd.exiting or nsqd.committer is not None or nsqd.drain.refuses_publishes
+                or (opts.tls_required == "true" and not secure) or log.isEnabledFor(logging.DEBUG)):
+            return None  # answered by the usual path: refused, waited for, or logged
+        topic = nsqd.topics.get(plan.topic)
+        if topic is None or topic.replicated:
+            return None
+        if plan.mpub:
+            if len(body) > opts.max_body_size:
+                return None
+            if plan.binary:
+                try:
+                    bodies = parse_mpub_body(body, opts.max_msg_size, opts.max_body_size)
+                except ProtocolError:
+                    return None
+            else:
+                bodies = [line for line in body.split(b"\n") if line]
+                if any(len(b) > opts.max_msg_size for b in bodies):
+                    return None
+            defer = 0.0
+        else:
+            if not 0 < len(body) <= opts.max_msg_size:
+                return None
+            defer_ms = plan.defer_ms
+            if defer_ms is None:
+                defer = 0.0
+            elif 0 <= defer_ms <= opts.max_req_timeout * 1000:
+                defer = defer_ms / 1000
+            else:
+                return None
+            bodies = [body]
+        try:
+            nsqd.publish(topic, bodies, defer)
+        except (DiskQueueError, SyncError, ReplicationError) as e:  # as _put_durably and answer() do
+            log.error("HTTP: publish failed: %s", e)
+            return go_http.error(500, "INTERNAL_ERROR")
+        except Exception:
+            log.exception("HTTP: %s %s failed", head.method, target)
+            return go_http.error(500, "INTERNAL_ERROR")
+        return OK_REPLY
 
     def _tls_required(self) -> Reply:
         """``--tls-required=true`` closes the plain HTTP listener (tcp-https leaves it open):
@@ -196,7 +302,7 @@ class HttpApi:
         self._check_not_exiting()
         topic = self.nsqd.get_topic(topic_name)
         await self._put_durably(lambda: self.nsqd.publish(topic, [body], defer))
-        return "OK"
+        return OK_REPLY
 
     async def mpub(self, request: HttpRequest) -> str:
         opts = self.nsqd.options
@@ -206,8 +312,7 @@ class HttpApi:
         topic_name = self._topic_from_query(params)
         self._check_not_exiting()
         topic = self.nsqd.get_topic(topic_name)
-        binary = first(params, "binary")
-        binary_mode = binary is not None and binary not in ("0", "f", "F", "false", "FALSE", "False")
+        binary_mode = _binary_mode(params)
         body = await request.read_body(opts.max_body_size)
         if body is None:
             raise HttpError(413, "BODY_TOO_BIG")
@@ -221,7 +326,7 @@ class HttpApi:
             if any(len(b) > opts.max_msg_size for b in bodies):
                 raise HttpError(413, "MSG_TOO_BIG")
         await self._put_durably(lambda: self.nsqd.publish(topic, bodies))
-        return "OK"
+        return OK_REPLY
 
     async def _put_durably(self, put: Callable[[], Awaitable[None] | None]) -> None:
         """Put, and in durable mode wait until the messages are fsynced; for a replicated

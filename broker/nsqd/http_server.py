@@ -6,7 +6,10 @@ task that runs ``handle`` on an :class:`HttpRequest` and writes the :class:`Repl
 returns, then the next request already buffered (pipelined) is served, or the connection
 waits for one (keep-alive). There are no streams, no parser object per request and no
 timer per read: one timer per connection checks, when it fires, how long the connection
-has been waiting for input. Only nsqd's needs are met, and only HTTP/1.x:
+has been waiting for input. A keep-alive client repeating its previous head (a publisher's
+usual stream) may be answered straight from ``data_received``, with no task step, when the
+server's ``handle_now`` can answer at once (``_serve_now``); anything it declines takes the
+usual path. Only nsqd's needs are met, and only HTTP/1.x:
 
 - bodies with Content-Length or chunked, read by the handler when it wants them (with a
   limit); ``Expect: 100-continue`` is answered when the handler starts reading;
@@ -78,6 +81,16 @@ class _Date:
 _date = _Date()
 
 
+def split_target(target: str) -> tuple[str, str]:
+    """A request target's percent-decoded path and its raw query string (of an
+    absolute-form target, only the path is kept)."""
+    raw_path, _, query_string = target.partition("?")
+    if raw_path.startswith(("http://", "https://")):  # absolute-form: keep the path
+        slash = raw_path.find("/", raw_path.index("//") + 2)
+        raw_path = raw_path[slash:] if slash >= 0 else "/"
+    return (unquote(raw_path) if "%" in raw_path else raw_path), query_string
+
+
 class HttpRequest:
     """One request as handlers see it. ``path`` is percent-decoded, ``query_string`` raw;
     header names are lower case (repeated headers joined with ", ")."""
@@ -87,12 +100,8 @@ class HttpRequest:
 
     def __init__(self, head: RequestHead, secure: bool, remote: str | None, connection: "_Connection") -> None:
         self.method = head.method
-        self.target = target = head.target
-        raw_path, _, self.query_string = target.partition("?")
-        if raw_path.startswith(("http://", "https://")):  # absolute-form: keep the path
-            slash = raw_path.find("/", raw_path.index("//") + 2)
-            raw_path = raw_path[slash:] if slash >= 0 else "/"
-        self.path = unquote(raw_path) if "%" in raw_path else raw_path
+        self.target = head.target
+        self.path, self.query_string = split_target(head.target)
         self.headers = head.headers
         self.secure = secure
         self.remote = remote
@@ -123,6 +132,9 @@ class HttpRequest:
 
 
 Handle = Callable[[HttpRequest], Awaitable[Reply]]
+# the answer to a request whose body is all here, given at once when that can be done
+# without waiting for anything; None (with nothing done) leaves the request to ``Handle``
+HandleNow = Callable[[RequestHead, bytes, bool], "Reply | None"]
 
 
 class _Connection(asyncio.Protocol):
@@ -150,6 +162,7 @@ class _Connection(asyncio.Protocol):
         self.closed: asyncio.Future[None] = self._loop.create_future()
         self._last_head_bytes = b""  # the previous head as received, and as parsed
         self._last_head: RequestHead | None = None
+        self._now_head = b""  # the previous head, when requests repeating it may be answered at once
         # the body of the request being served
         self._head: RequestHead | None = None
         self._body_left = 0  # Content-Length bytes not yet taken
@@ -176,6 +189,11 @@ class _Connection(asyncio.Protocol):
         if self._lingering:
             return
         self._waiting_since = self._loop.time()
+        if self._now_head and not self._buf and not self._serving and self._input is not None \
+                and not self._input.done():
+            data = self._serve_now(data)  # whole requests repeating the previous head, answered here
+            if not data:
+                return
         self._buf += data
         waiter = self._input
         if waiter is not None:
@@ -260,6 +278,7 @@ class _Connection(asyncio.Protocol):
                 self._refuse(e)
                 return None
             self._last_head_bytes, self._last_head = head_bytes, head
+            self._now_head = head_bytes if self._server.handle_now is not None and _answerable_now(head) else b""
         if head.version not in (b"1.0", b"1.1"):  # h11 takes any digit.digit
             self._refuse(h11.RemoteProtocolError("unsupported HTTP version", error_status_hint=505))
             return None
@@ -275,6 +294,32 @@ class _Connection(asyncio.Protocol):
             self._body_left = head.body_length
             self._body_done = not head.body_length
         return head
+
+    def _serve_now(self, data: bytes) -> bytes:
+        """The fast lane of a keep-alive client repeating its request (a publisher's
+        usual stream), taken while the connection waits for a head with nothing buffered:
+        each whole request at the front of ``data`` that repeats the previous head is
+        answered from here, with no task step, when ``handle_now`` can answer it at once.
+        What it leaves (another request, a part of one, one to wait for) is returned for
+        the usual path. The answer is the same bytes the usual path writes: a request
+        allowed here is HTTP/1.1, keeps the connection open, and its body is all read."""
+        head_bytes = self._now_head
+        head = self._last_head
+        assert head is not None
+        server, secure = self._server, self._secure
+        handle_now = server.handle_now
+        assert handle_now is not None
+        head_size = len(head_bytes)
+        size = head_size + head.body_length
+        pos = 0
+        while (len(data) - pos >= size and data.startswith(head_bytes, pos) and not self._write_paused
+               and not server.closing and not self._lost):
+            reply = handle_now(head, data[pos + head_size:pos + size], secure)
+            if reply is None:
+                break
+            self._write_now(self._answer(head.method, reply, close=False))
+            pos += size
+        return data[pos:] if pos else data
 
     async def _serve(self, head: RequestHead) -> bool:
         """Answer one request; whether the connection goes on."""
@@ -403,13 +448,9 @@ class _Connection(asyncio.Protocol):
 
     # -- output -----------------------------------------------------------------
     def _answer(self, method: str, reply: Reply, close: bool) -> bytes:
-        head = "".join(f"{name}: {value}\r\n" for name, value in reply.headers.items()).encode("latin-1")
-        parts = [b"HTTP/%s %d %s\r\n" % (self._version, reply.status, _reason(reply.status)), head,
-                 b"Date: %s\r\nContent-Length: %d\r\n" % (_date.now(), len(reply.body)),
-                 b"Connection: close\r\n\r\n" if close else b"\r\n"]
-        if method != "HEAD":
-            parts.append(reply.body)
-        return b"".join(parts)
+        if reply.__class__ is PrebuiltReply and not close and method != "HEAD" and self._version == b"1.1":
+            return self._server.prebuilt_answer(reply)
+        return _answer_bytes(self._version, method, reply, close, _date.now())
 
     async def _respond(self, method: str, reply: Reply, close: bool) -> None:
         self._write_now(self._answer(method, reply, close))
@@ -478,8 +519,32 @@ class _Connection(asyncio.Protocol):
         self._arm_timer()
 
 
+def _answerable_now(head: RequestHead) -> bool:
+    """A head whose requests the fast lane may take: HTTP/1.1 keeping the connection open,
+    a Content-Length body, no ``Expect: 100-continue``."""
+    return (head.version == b"1.1" and head.body_length > 0 and not head.expects_continue
+            and not _asks_to_close(head.headers.get("connection")))
+
+
 def _asks_to_close(connection: str | None) -> bool:
     return connection is not None and any(token.strip().lower() == "close" for token in connection.split(","))
+
+
+def _answer_bytes(version: bytes, method: str, reply: Reply, close: bool, date: bytes) -> bytes:
+    head = "".join(f"{name}: {value}\r\n" for name, value in reply.headers.items()).encode("latin-1")
+    parts = [b"HTTP/%s %d %s\r\n" % (version, reply.status, _reason(reply.status)), head,
+             b"Date: %s\r\nContent-Length: %d\r\n" % (date, len(reply.body)),
+             b"Connection: close\r\n\r\n" if close else b"\r\n"]
+    if method != "HEAD":
+        parts.append(reply.body)
+    return b"".join(parts)
+
+
+class PrebuiltReply(Reply):
+    """A reply made once and never changed (such as a publish's ``OK``): the fast lane
+    reuses its answer's bytes (``HttpServer.prebuilt_answer``)."""
+
+    __slots__ = ()
 
 
 def refusal(status: int) -> Reply:
@@ -498,13 +563,28 @@ def _reason(status: int) -> bytes:
 class HttpServer:
     """Listeners (plain and TLS) sharing one ``handle``; closed together by :meth:`close`."""
 
-    def __init__(self, handle: Handle, *, idle_timeout: float = IDLE_TIMEOUT, logger: logging.Logger | None = None) -> None:
+    def __init__(self, handle: Handle, *, handle_now: HandleNow | None = None, idle_timeout: float = IDLE_TIMEOUT,
+                 logger: logging.Logger | None = None) -> None:
         self.handle = handle
+        self.handle_now = handle_now
+        self._prebuilt: tuple[Reply, bytes, bytes] | None = None  # (reply, Date, its answer)
         self.idle_timeout = idle_timeout
         self.closing = False
         self.log = logger or logging.getLogger("nsqd")
         self._listeners: list[asyncio.AbstractServer] = []
         self._connections: set[_Connection] = set()
+
+    def prebuilt_answer(self, reply: "PrebuiltReply") -> bytes:
+        """The bytes of an HTTP/1.1 keep-alive answer (to any method but HEAD) with a
+        reply that never changes (``PrebuiltReply``), built again only when the Date
+        header does."""
+        date = _date.now()
+        cached = self._prebuilt
+        if cached is not None and cached[0] is reply and cached[1] is date:
+            return cached[2]
+        answer = _answer_bytes(b"1.1", "POST", reply, False, date)
+        self._prebuilt = (reply, date, answer)
+        return answer
 
     async def listen(self, host: str | None, port: int, ssl_context: ssl.SSLContext | None = None) -> asyncio.AbstractServer:
         secure = ssl_context is not None

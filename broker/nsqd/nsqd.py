@@ -506,7 +506,8 @@ class NSQD:
         self.tcp_port = tcp.sockets[0].getsockname()[1]
         log.info("TCP: listening on %s", _bound(tcp))
 
-        self._http = HttpServer(HttpApi(self).handle, logger=log)
+        api = HttpApi(self)
+        self._http = HttpServer(api.handle, handle_now=api.handle_now, logger=log)
         host, port = split_listen_address(self.options.http_address)
         http = await self._http.listen(host, port)
         self.http_port = http.sockets[0].getsockname()[1]

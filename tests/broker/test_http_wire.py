@@ -289,3 +289,71 @@ def test_any_bytes_get_http_answers_or_a_close_and_nsqd_carries_on(nsqd: Nsqd, d
     assert not got or got.startswith(b"HTTP/1."), got[:200]
     assert all(status < 500 or status == 501 for status in statuses), got[:2000]
     assert http("GET", nsqd.url("/ping")) == (200, b"OK")
+
+
+def _same_answer(a: Answer, b: Answer) -> bool:
+    """Equal but for the Date header."""
+    return (a.version, a.status, a.body, {k: v for k, v in a.headers.items() if k != "date"}) == \
+        (b.version, b.status, b.body, {k: v for k, v in b.headers.items() if k != "date"})
+
+
+def _post(target: str, body: bytes) -> bytes:
+    return f"POST {target} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
+
+
+@pytest.mark.parametrize("server,target,body,expected", [
+    ("nsqd", "/pub?topic={t}", b"m", (200, b"OK")),
+    ("nsqd", "/pub?topic={t}&defer=100", b"m", (200, b"OK")),
+    ("nsqd", "/pub?topic={t}&topic=other", b"m", (200, b"OK")),
+    ("nsqd", "/pub?topic=%74%2D{t}&x=%zz", b"m", (400, b'{"message":"INVALID_REQUEST"}')),
+    ("limited", "/pub?topic={t}&defer=1001", b"m", (400, b'{"message":"INVALID_DEFER"}')),
+    ("limited", "/pub?topic={t}", b"x" * 1025, (413, b'{"message":"MSG_TOO_BIG"}')),
+    ("nsqd", "/mpub?topic={t}", b"a\nb\n", (200, b"OK")),
+    ("nsqd", "/mpub?topic={t}&binary=1", b"\x00\x00\x00\x01\x00\x00\x00\x01a", (200, b"OK")),
+    ("nsqd", "/mpub?topic={t}&binary=1", b"\x00\x00\x00\x02\x00\x00\x00\x01a", (413, b'{"message":"BAD_MESSAGE"}')),
+    ("limited", "/mpub?topic={t}", b"y" * 1025 + b"\nok", (413, b'{"message":"MSG_TOO_BIG"}')),
+    ("nsqd", "/mpub?topic={t}&binary=false", b"\x00\x00\x00\x01\x00\x00\x00\x01a", (200, b"OK")),
+])
+def test_a_keep_alive_publisher_repeating_its_request_gets_the_same_answers(  # type: ignore[no-untyped-def]
+        request, client_of, topic: str, server: str, target: str, body: bytes, expected: tuple[int, bytes]) -> None:
+    """The second and later requests repeating a head (which nsqd may answer from a fast
+    lane) get what the first got, counted alike in the topic's stats."""
+    nsqd: Nsqd = request.getfixturevalue(server)
+    nsqd.post(f"/topic/create?topic={topic}")  # the fast lane only publishes to topics that exist
+    c = client_of(nsqd)
+    data = _post(target.format(t=topic), body)
+    c.send(data)
+    first = c.answer()
+    assert error_of(first) == expected
+    count = nsqd.topic(topic)["message_count"]  # type: ignore[index]
+    for _ in range(3):
+        c.send(data)
+        assert _same_answer(c.answer(), first)
+    c.send(data * 3)  # pipelined, in one piece
+    assert all(_same_answer(c.answer(), first) for _ in range(3))
+    assert nsqd.topic(topic)["message_count"] == count * 7  # type: ignore[index]
+
+
+def test_a_repeated_publish_follows_the_topic_and_the_node(nsqd: Nsqd, topic: str, client_of, connect: Connect) -> None:  # type: ignore[no-untyped-def]
+    """A repeated head is judged again each time: a deleted topic is made again, a paused
+    one keeps the messages, every message arrives once, in order."""
+    c = client_of(nsqd)
+    c.send(pub(topic, b"m0"))
+    assert error_of(c.answer()) == (200, b"OK")
+    assert nsqd.post(f"/topic/delete?topic={topic}").status == 200
+    c.send(pub(topic, b"m1"))
+    assert error_of(c.answer()) == (200, b"OK")
+    assert nsqd.topic(topic)["message_count"] == 1  # type: ignore[index]
+    assert nsqd.post(f"/channel/create?topic={topic}&channel=ch").status == 200
+    assert nsqd.post(f"/topic/pause?topic={topic}").status == 200
+    c.send(pub(topic, b"m2") + pub(topic, b"m3"))
+    assert [error_of(c.answer()) for _ in range(2)] == [(200, b"OK")] * 2
+    assert nsqd.post(f"/topic/unpause?topic={topic}").status == 200
+    sub = connect(nsqd)
+    sub.sub(topic, "ch")
+    sub.expect_ok()
+    sub.rdy(10)
+    for i in range(4, 8):
+        c.send(pub(topic, b"m%d" % i))
+        assert error_of(c.answer()) == (200, b"OK")
+    assert [m.body for m in sub.read_messages(7)] == [b"m%d" % i for i in range(1, 8)]

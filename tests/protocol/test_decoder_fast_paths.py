@@ -166,3 +166,42 @@ def test_batch_paths_decode_every_stream_as_the_general_path_does(
         data: st.DataObject, parts: list[bytes], known: set[bytes]) -> None:
     chunks = data.draw(chunked(b"".join(parts)))
     assert batched(chunks, known) == plain(chunks)
+
+
+# -- MPUB bodies of one size ---------------------------------------------------------------
+def _each(body: bytes, max_msg_size: int) -> list[bytes] | str:
+    """The general reading of an MPUB body (every message in turn), or its error's code."""
+    try:
+        count = commands._SIZE.unpack_from(body)[0]
+        if count <= 0:
+            raise ProtocolError("E_BAD_BODY", "count")
+        return commands._each_body(body, count, max_msg_size)
+    except (ProtocolError, struct.error) as e:
+        return getattr(e, "code", "E_BAD_BODY")
+
+
+def _parsed(body: bytes, max_msg_size: int) -> list[bytes] | str:
+    try:
+        return commands.parse_mpub_body(body, max_msg_size)
+    except ProtocolError as e:
+        return e.code
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(size=st.integers(0, 12), count=st.integers(1, 6), data=st.data())
+def test_mpub_bodies_of_one_size_read_as_each_one_in_turn(size: int, count: int, data: st.DataObject) -> None:
+    """Batches of one size, then the same with any byte changed, cut or extended: the
+    same-size path gives what reading every message in turn gives, errors included."""
+    body = commands.encode_mpub_body([bytes([i]) * size for i in range(count)]) if size else \
+        struct.pack(">I", count) + struct.pack(">I", 0) * count
+    if size and count >= 2:  # the same-size path takes it
+        assert commands._same_size_bodies(body, count, size) == [bytes([i]) * size for i in range(count)]
+    variants = [body]
+    at = data.draw(st.integers(0, len(body) - 1))
+    variants.append(body[:at] + bytes([data.draw(st.integers(0, 255))]) + body[at + 1:])
+    variants.append(body[:at])
+    variants.append(body + data.draw(st.binary(min_size=1, max_size=8)))
+    for variant in variants:
+        for max_msg_size in (size, max(size - 1, 0), 64):
+            expected = _each(variant, max_msg_size) if len(variant) >= 4 else "E_BAD_BODY"
+            assert _parsed(variant, max_msg_size) == expected
