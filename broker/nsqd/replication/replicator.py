@@ -4,8 +4,9 @@ it backs up, the failure detector, adoption of a lost owner's messages
 catch up a backup that lost what it held.
 
 nsqd calls ``replicate`` for each publish to a replicated topic (after putting the
-messages on its own queues), ``finished`` for each FIN and ``channels_changed`` when a
-topic's channels change. Everything sent to the backups is also applied to this node's
+messages on its own queues), ``finished`` for each FIN, ``channels_changed`` when a
+topic's channels change, and ``channel_emptied``, ``topic_emptied``, ``topic_deleted``,
+``paused`` and ``requeued`` (a REQ with a delay) for the rest of the channels' state. Everything sent to the backups is also applied to this node's
 own shard in the store (``store.shards[node]``): what is live of its own messages, the
 source of a catching-up backup's snapshot."""
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from nsq_protocol.host_port import split_listen_address
 from nsq_protocol.names import is_ephemeral
 
+from ..message import ID_SLICE, item_payload
 from . import adoption, ring, wire
 from .backup_server import BackupConnection, BackupSide, shard_frames
 from .generations import Generations
@@ -186,10 +188,57 @@ class Replicator:
     def channels_changed(self, topic: str) -> None:
         names = self._channel_names(topic)
         if names is not None:
-            frame = wire.channels(topic, names)
-            self._own(Frame(Kind.CHANNELS, topic=topic, channels=names), frame)
-            for link in self.links.values():
-                link.send_after(frame)
+            self._send(Frame(Kind.CHANNELS, topic=topic, channels=names), wire.channels(topic, names))
+            if not names:  # its last channel deleted: what that held goes, what the topic's queue holds stays
+                keep = _queued_ids(self.nsqd.topics[topic])
+                if keep is not None:
+                    self._send(Frame(Kind.EMPTY, topic=topic, keep=True, ids=keep), wire.empty(topic, "", True, keep))
+
+    def _send(self, frame: Frame, raw: bytes) -> None:
+        """A change of the channels' state, to the backups in order with the messages."""
+        self._own(frame, raw)
+        for link in self.links.values():
+            link.send_after(raw)
+
+    def channel_emptied(self, topic: "Topic", channel: str) -> None:
+        """``channel`` is about to be emptied: it finished every copy but those still in
+        the topic's own queue (which it gets later)."""
+        keep = _queued_ids(topic)
+        if keep is None:
+            log.warning("REPLICATION: TOPIC(%s): channel %s emptied while the topic's queue holds messages "
+                        "on disk: its backups keep the channel's copies (duplicates after a failover)",
+                        topic.name, channel)
+            return
+        self._send(Frame(Kind.EMPTY, topic=topic.name, channel=channel, keep=True, ids=keep),
+                   wire.empty(topic.name, channel, True, keep))
+
+    def topic_emptied(self, topic: "Topic") -> None:
+        """The topic's own queue is about to be emptied (its channels keep theirs)."""
+        names = self._channel_names(topic.name)
+        if not names:  # no channel was given any: every copy is in the topic's queue
+            self._send(Frame(Kind.EMPTY, topic=topic.name, keep=True), wire.empty(topic.name, "", True, ()))
+            return
+        queued = _queued_ids(topic)
+        if queued is None:
+            log.warning("REPLICATION: TOPIC(%s): emptied while its queue holds messages on disk: its "
+                        "backups keep only their copies of those in memory", topic.name)
+            queued = [item_payload(item)[ID_SLICE] for item in topic.memory]
+        self._send(Frame(Kind.EMPTY, topic=topic.name, ids=queued), wire.empty(topic.name, "", False, queued))
+
+    def topic_deleted(self, name: str) -> None:
+        """Every copy of the topic goes, with its channels and its pause."""
+        self._send(Frame(Kind.EMPTY, topic=name, keep=True), wire.empty(name, "", True, ()))
+        self._send(Frame(Kind.CHANNELS, topic=name), wire.channels(name, []))
+        self._send(Frame(Kind.PAUSE, topic=name), wire.pause(name, "", False))
+
+    def paused(self, topic: str, channel: str, paused: bool) -> None:
+        self._send(Frame(Kind.PAUSE, topic=topic, channel=channel, paused=paused),
+                   wire.pause(topic, channel, paused))
+
+    def requeued(self, topic: str, channel: str, msg_id: bytes, due: float) -> None:
+        due_ms = int(due * 1000)
+        self._send(Frame(Kind.REQ, topic=topic, channel=channel, due_ms=due_ms, ids=[msg_id]),
+                   wire.req(topic, channel, due_ms, [msg_id]))
 
     def _own(self, frame: Frame, raw: bytes) -> None:
         """This node's own shard: what is live of its messages, logged like a backup's
@@ -324,3 +373,11 @@ class Replicator:
 
 def _nothing() -> None:
     pass
+
+
+def _queued_ids(topic: "Topic") -> list[bytes] | None:
+    """The IDs of what waits in the topic's own queue for its channels, or None when
+    some of it is on disk (not read back to say which)."""
+    if topic.backend.depth:
+        return None
+    return [item_payload(item)[ID_SLICE] for item in topic.memory]
