@@ -82,7 +82,12 @@ def _deliver(r: "Replicator", owner: str) -> tuple[int, list["asyncio.Future[Non
         if not live:
             continue
         topic = r.nsqd.get_topic(topic_name)
+        # the owner's paused topic kept in its own queue what no channel was given yet:
+        # owed to every channel, it waits in ours as well (may have been in all of them)
+        queue = topic.paused and shard.paused.get("", False)
         for item in live:
+            if queue and item.channels == shard.channels and not item.due:
+                item = Live(item.entry, None)
             _put(topic, item, now_ms)
         count += len(live)
         for start in range(0, len(live), PULL_BATCH):
