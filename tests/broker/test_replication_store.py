@@ -127,27 +127,29 @@ def test_an_emptied_channel_owes_nothing_but_what_the_topic_still_queues(tmp_pat
     store = ReplicaStore(str(tmp_path), durable=False)
     apply(store, wire.channels("t", ["a", "b"]))
     apply(store, wire.append(1, "t", [msg(1), msg(2), msg(3)]))
-    apply(store, wire.empty("t", "a", True, [mid(3)]))  # 3 still in the topic's queue: a gets it later
+    apply(store, wire.empty("t", "a", [mid(1), mid(2)]))  # 3 still in the topic's queue: a gets it later
     apply(store, wire.append(2, "t", [msg(4)]))  # published after the empty: a is owed it
     owed = {live.entry.payload[10:26]: live.channels for live in store.shards[OWNER]["t"].live()}
     assert owed == {mid(1): ["b"], mid(2): ["b"], mid(3): ["a", "b"], mid(4): ["a", "b"]}
-    apply(store, wire.empty("t", "b", True, []))
+    apply(store, wire.empty("t", "b", [mid(1), mid(2), mid(3), mid(4)]))
+    assert set(store.shards[OWNER]["t"].messages) == {mid(3), mid(4)}
+    apply(store, wire.empty("t", "a", [mid(1), mid(2)]))  # a resend after a reconnect: the same
     assert set(store.shards[OWNER]["t"].messages) == {mid(3), mid(4)}
 
 
 def test_an_emptied_topic_queue_a_deleted_last_channel_and_a_deleted_topic_drop_copies(tmp_path: Path) -> None:
     store = ReplicaStore(str(tmp_path), durable=False)
     apply(store, wire.append(1, "t", [msg(1), msg(2)]))
-    apply(store, wire.empty("t", "", True, []))  # no channel: every copy was in the topic's queue
+    apply(store, wire.empty("t", "", [mid(1), mid(2)]))  # no channel: every copy was in the topic's queue
     assert store.held(OWNER) == 0
     apply(store, wire.channels("t", ["a"]))
     apply(store, wire.append(2, "t", [msg(3), msg(4), msg(5)]))
-    apply(store, wire.empty("t", "", False, [mid(5)]))  # only 5 waited in the topic's queue
+    apply(store, wire.empty("t", "", [mid(5)]))  # only 5 waited in the topic's queue
     assert set(store.shards[OWNER]["t"].messages) == {mid(3), mid(4)}
     apply(store, wire.channels("t", []))
-    apply(store, wire.empty("t", "", True, [mid(4)]))  # the last channel deleted; 4 still queued
+    apply(store, wire.empty("t", "", [mid(3)]))  # the last channel deleted; 4 still queued
     assert [(live.entry.payload[10:26], live.channels) for live in store.shards[OWNER]["t"].live()] == [(mid(4), None)]
-    apply(store, wire.empty("t", "", True, []))
+    apply(store, wire.empty("t", "", [mid(4)]))  # the topic deleted
     apply(store, wire.channels("t", []))
     assert store.held(OWNER) == 0
 

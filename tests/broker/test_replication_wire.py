@@ -29,8 +29,7 @@ frames = st.one_of(
     st.builds(lambda s: (wire.synced(s), (Kind.SYNCED, s)), st.integers(0, 2**64 - 1)),
     st.builds(lambda o, g: (wire.drop(o, g), (Kind.DROP, o, g)), names, st.integers(0, 2**64 - 1)),
     # the channels' state beyond FIN (frames added after the first logs were written)
-    st.builds(lambda t, c, k, i: (wire.empty(t, c, k, i), (Kind.EMPTY, t, c, k, i)), names, names, st.booleans(),
-              st.lists(ids, max_size=5)),
+    st.builds(lambda t, c, i: (wire.empty(t, c, i), (Kind.EMPTY, t, c, i)), names, names, st.lists(ids, max_size=5)),
     st.builds(lambda t, c, p: (wire.pause(t, c, p), (Kind.PAUSE, t, c, p)), names, names, st.booleans()),
     st.builds(lambda t, c, d, i: (wire.req(t, c, d, i), (Kind.REQ, t, c, d, i)), names, names,
               st.integers(0, 2**64 - 1), st.lists(ids, max_size=5)),
@@ -56,7 +55,7 @@ def values(frame: wire.Frame) -> tuple:
     if k is Kind.DROP:
         return (k, frame.name, frame.generation)
     if k is Kind.EMPTY:
-        return (k, frame.topic, frame.channel, frame.keep, frame.ids)
+        return (k, frame.topic, frame.channel, frame.ids)
     if k is Kind.PAUSE:
         return (k, frame.topic, frame.channel, frame.paused)
     if k is Kind.REQ:
@@ -87,7 +86,7 @@ def test_pulled_carries_one_inner_frame() -> None:
     [frame] = _decode(wire.pulled("127.0.0.9:1", inner))
     assert frame.kind is Kind.PULLED and frame.name == "127.0.0.9:1"
     assert frame.inner is not None and values(frame.inner) == (Kind.FIN, "t", "c", [b"0" * 16])
-    for state in (wire.empty("t", "c", True, [b"1" * 16]), wire.pause("t", "", True), wire.req("t", "c", 5, [])):
+    for state in (wire.empty("t", "c", [b"1" * 16]), wire.pause("t", "", True), wire.req("t", "c", 5, [])):
         [frame] = _decode(wire.pulled("o", state))
         assert frame.inner is not None and frame.inner.topic == "t"
     with pytest.raises(WireError):

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("nsqd")
 
 STARTUP_GRACE = 4  # failover timeouts added, at start, for peers not heard from yet
+EMPTY_BATCH = 65536  # IDs in one EMPTY frame (1 MiB)
 STARTUP_SILENCE = 2  # failover timeouts a node with an empty data path waits before joining
 
 
@@ -190,9 +191,10 @@ class Replicator:
         if names is not None:
             self._send(Frame(Kind.CHANNELS, topic=topic, channels=names), wire.channels(topic, names))
             if not names:  # its last channel deleted: what that held goes, what the topic's queue holds stays
-                keep = _queued_ids(self.nsqd.topics[topic])
-                if keep is not None:
-                    self._send(Frame(Kind.EMPTY, topic=topic, keep=True, ids=keep), wire.empty(topic, "", True, keep))
+                queued = _queued_ids(self.nsqd.topics[topic])
+                if queued is not None:
+                    spared = set(queued)
+                    self._empty(topic, "", [i for i in self._live_ids(topic) if i not in spared])
 
     def _send(self, frame: Frame, raw: bytes) -> None:
         """A change of the channels' state, to the backups in order with the messages."""
@@ -200,34 +202,43 @@ class Replicator:
         for link in self.links.values():
             link.send_after(raw)
 
+    def _empty(self, topic: str, channel: str, ids: list[bytes]) -> None:
+        for start in range(0, len(ids), EMPTY_BATCH):  # a frame stays far below wire.MAX_FRAME
+            batch = ids[start:start + EMPTY_BATCH]
+            self._send(Frame(Kind.EMPTY, topic=topic, channel=channel, ids=batch), wire.empty(topic, channel, batch))
+
+    def _live_ids(self, topic: str) -> list[bytes]:
+        """This node's live messages of ``topic``, from its own shard."""
+        shard = self.store.shards.get(self.node, {}).get(topic)
+        return list(shard.messages) if shard is not None else []
+
     def channel_emptied(self, topic: "Topic", channel: str) -> None:
-        """``channel`` is about to be emptied: it finished every copy but those still in
-        the topic's own queue (which it gets later)."""
-        keep = _queued_ids(topic)
-        if keep is None:
+        """``channel`` is about to be emptied: it is done with every live message but
+        those still in the topic's own queue (it gets them later)."""
+        queued = _queued_ids(topic)
+        if queued is None:
             log.warning("REPLICATION: TOPIC(%s): channel %s emptied while the topic's queue holds messages "
                         "on disk: its backups keep the channel's copies (duplicates after a failover)",
                         topic.name, channel)
             return
-        self._send(Frame(Kind.EMPTY, topic=topic.name, channel=channel, keep=True, ids=keep),
-                   wire.empty(topic.name, channel, True, keep))
+        spared = set(queued)
+        self._empty(topic.name, channel, [i for i in self._live_ids(topic.name) if i not in spared])
 
     def topic_emptied(self, topic: "Topic") -> None:
         """The topic's own queue is about to be emptied (its channels keep theirs)."""
-        names = self._channel_names(topic.name)
-        if not names:  # no channel was given any: every copy is in the topic's queue
-            self._send(Frame(Kind.EMPTY, topic=topic.name, keep=True), wire.empty(topic.name, "", True, ()))
+        if not self._channel_names(topic.name):  # no channel was given any: all are in the topic's queue
+            self._empty(topic.name, "", self._live_ids(topic.name))
             return
         queued = _queued_ids(topic)
         if queued is None:
             log.warning("REPLICATION: TOPIC(%s): emptied while its queue holds messages on disk: its "
-                        "backups keep only their copies of those in memory", topic.name)
+                        "backups keep their copies of those (duplicates after a failover)", topic.name)
             queued = [item_payload(item)[ID_SLICE] for item in topic.memory]
-        self._send(Frame(Kind.EMPTY, topic=topic.name, ids=queued), wire.empty(topic.name, "", False, queued))
+        self._empty(topic.name, "", queued)
 
     def topic_deleted(self, name: str) -> None:
         """Every copy of the topic goes, with its channels and its pause."""
-        self._send(Frame(Kind.EMPTY, topic=name, keep=True), wire.empty(name, "", True, ()))
+        self._empty(name, "", self._live_ids(name))
         self._send(Frame(Kind.CHANNELS, topic=name), wire.channels(name, []))
         self._send(Frame(Kind.PAUSE, topic=name), wire.pause(name, "", False))
 

@@ -46,17 +46,16 @@ class Shard:
                 done.add(msg_id)
                 self._forget_if_done(msg_id)
 
-    def empty(self, channel: str, keep: bool, ids: list[bytes]) -> None:
-        """``channel`` emptied: it finished every copy held but ``ids`` (``keep``), or
-        just ``ids``. ``channel`` "": those copies go, for every channel (the topic's
-        queue emptied, its last channel or the topic deleted)."""
-        listed = set(ids)
-        hit = [m for m in self.messages if (m not in listed) == keep]
+    def empty(self, channel: str, ids: list[bytes]) -> None:
+        """``channel`` emptied of ``ids``: done with them, as by a FIN. ``channel`` "":
+        those copies go, for every channel (the topic's queue emptied, its last channel
+        or the topic deleted)."""
         if channel:
-            self.finish(channel, hit)
+            self.finish(channel, ids)
             return
-        for msg_id in hit:
-            self._forget(msg_id)
+        for msg_id in ids:
+            if msg_id in self.messages:
+                self._forget(msg_id)
 
     def set_paused(self, channel: str, paused: bool) -> None:
         self.paused[channel] = paused

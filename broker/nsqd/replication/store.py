@@ -127,7 +127,7 @@ class ReplicaStore:
         elif frame.kind is Kind.CHANNELS:
             shard.set_channels(frame.channels)
         elif frame.kind is Kind.EMPTY:
-            shard.empty(frame.channel, frame.keep, frame.ids)
+            shard.empty(frame.channel, frame.ids)
         elif frame.kind is Kind.PAUSE:
             shard.set_paused(frame.channel, frame.paused)
         elif frame.kind is Kind.REQ:

@@ -36,7 +36,7 @@ class Kind(IntEnum):
     SYNCED = 12  # seq: the snapshot is complete; answered by ACK once committed
     DROP = 13  # generation, owner: an adopter took over that owner's copies up to that generation
     # channel state beyond FIN, in order with the messages (a log without them replays as before)
-    EMPTY = 14  # topic, channel, keep, ids: a channel emptied ("": the topic's queue, or the topic deleted)
+    EMPTY = 14  # topic, channel, ids: a channel emptied of them ("": those copies dropped)
     PAUSE = 15  # topic, channel ("": the topic), paused
     REQ = 16  # topic, channel, due (ms since the epoch), ids: requeued with a delay, due then
 
@@ -69,7 +69,6 @@ class Frame:
     ids: list[bytes] = field(default_factory=list)
     channels: list[str] = field(default_factory=list)
     inner: "Frame | None" = None
-    keep: bool = False  # EMPTY: ``ids`` are the copies it spares (else: the only ones it takes)
     paused: bool = False  # PAUSE
     due_ms: int = 0  # REQ
 
@@ -136,11 +135,11 @@ def channels(topic: str, names: list[str]) -> bytes:
     return _framed(Kind.CHANNELS, b"".join((_text(topic), _U16.pack(len(names)), *map(_text, names))))
 
 
-def empty(topic: str, channel: str, keep: bool, ids: Sequence[bytes]) -> bytes:
-    """``channel`` emptied: it finished every copy held but ``ids`` (``keep``) or just
-    ``ids``; ``channel`` "": those copies are dropped for every channel."""
-    return _framed(Kind.EMPTY, b"".join((_text(topic), _text(channel), bytes((1 if keep else 0,)),
-                                         _U32.pack(len(ids)), *ids)))
+def empty(topic: str, channel: str, ids: Sequence[bytes]) -> bytes:
+    """``channel`` emptied: it is done with ``ids`` (as a FIN; named one by one, so that
+    a resend after a reconnect takes no copy published since); ``channel`` "": those
+    copies are dropped, for every channel."""
+    return _framed(Kind.EMPTY, b"".join((_text(topic), _text(channel), _U32.pack(len(ids)), *ids)))
 
 
 def pause(topic: str, channel: str, paused: bool) -> bytes:
@@ -227,8 +226,8 @@ def decode(kind_byte: int, body: memoryview) -> Frame:
         topic, count = r.text(), r.u16()
         frame = Frame(kind, topic=topic, channels=[r.text() for _ in range(count)])
     elif kind is Kind.EMPTY:
-        topic, channel, keep, count = r.text(), r.text(), r.take(1) != b"\x00", r.u32()
-        frame = Frame(kind, topic=topic, channel=channel, keep=keep, ids=[r.take(MSG_ID_LENGTH) for _ in range(count)])
+        topic, channel, count = r.text(), r.text(), r.u32()
+        frame = Frame(kind, topic=topic, channel=channel, ids=[r.take(MSG_ID_LENGTH) for _ in range(count)])
     elif kind is Kind.PAUSE:
         frame = Frame(kind, topic=r.text(), channel=r.text())
         frame.paused = r.take(1) != b"\x00"
