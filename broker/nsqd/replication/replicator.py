@@ -270,6 +270,12 @@ class Replicator:
             if names is not None:
                 out.append(wire.channels(name, names))
                 self._own(Frame(Kind.CHANNELS, topic=name, channels=names), out[-1])
+                # what is paused too: a backup whose copies were dropped (this node's
+                # generation moved on) or a new one learns it here
+                topic = self.nsqd.topics[name]
+                for channel in [""] * topic.paused + [c for c in names if topic.channels[c].paused]:
+                    out.append(wire.pause(name, channel, True))
+                    self._own(Frame(Kind.PAUSE, topic=name, channel=channel, paused=True), out[-1])
         return out
 
     def _from_backup(self, peer: str, frame: Frame) -> None:
