@@ -186,3 +186,29 @@ async def test_a_message_requeued_with_a_delay_waits_for_its_due_time_on_the_ado
     assert min(d.at for d in after.deliveries) >= first_req + delay_ms / 1000 - 0.2, (
         min(d.at for d in after.deliveries) - first_req)
     assert max(d.at for d in after.deliveries) <= requeued_by + delay_ms / 1000 + 10
+
+
+async def test_a_pause_taken_over_survives_the_adopters_loss_too(cluster) -> None:
+    """The adopter pauses through nsqd, so its own backups learn the pause with the
+    messages it re-replicates: a second failover keeps the channel paused."""
+    c = cluster(3)
+    owner, adopter, last = c.nodes
+    post(owner, "/topic/create?topic=twice")
+    post(owner, "/channel/create?topic=twice&channel=paused")
+    post(owner, "/channel/pause?topic=twice&channel=paused")
+    bodies = [b"twice-%02d" % i for i in range(10)]
+    assert (await publish(owner.tcp_address, "twice", bodies)).acked == bodies
+    wait_held(c, 10)
+
+    owner.kill()
+    # re-replicated: the third nsqd holds the adopter's copies, its first backup
+    wait_for(lambda: c.replication(2)["held_copies"].get(c.peers[1]) == 10, 20,
+             message="the adopted messages re-replicated")
+    assert stats(adopter)["twice"]["channels"]["paused"]["paused"] is True
+
+    adopter.kill()
+    wait_for(lambda: c.replication(2)["adopted"].get(c.peers[1]) == 10, 20, message="the second adoption")
+    after = stats(last)["twice"]["channels"]["paused"]
+    assert after["paused"] is True and after["depth"] == 10
+    post(last, "/channel/unpause?topic=twice&channel=paused")
+    assert sorted(await drain(last, "twice", "paused", bodies[-1])) == bodies
