@@ -6,9 +6,10 @@ catch up a backup that lost what it held.
 nsqd calls ``replicate`` for each publish to a replicated topic (after putting the
 messages on its own queues), ``finished`` for each FIN, ``channels_changed`` when a
 topic's channels change, and ``channel_emptied``, ``topic_emptied``, ``topic_deleted``,
-``paused`` and ``requeued`` (a REQ with a delay) for the rest of the channels' state. Everything sent to the backups is also applied to this node's
-own shard in the store (``store.shards[node]``): what is live of its own messages, the
-source of a catching-up backup's snapshot."""
+``paused`` and ``requeued`` (a REQ with a delay) for the rest of the channels' state.
+Everything sent to the backups is also applied to this node's own shard in the store
+(``store.shards[node]``): what is live of its own messages, the source of a catching-up
+backup's snapshot."""
 from __future__ import annotations
 
 import asyncio

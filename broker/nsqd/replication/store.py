@@ -258,7 +258,7 @@ class ReplicaStore:
         os.replace(temp, path)
         self._close_fd(self._fds.pop(owner))
         self._sizes[owner] = len(data)
-        self.shards[owner] = {t: s for t, s in self.shards[owner].items() if s.channels or s.paused}
+        self.shards[owner] = {t: s for t, s in self.shards[owner].items() if s.channels or any(s.paused.values())}
 
     def close(self) -> None:
         self._write()
