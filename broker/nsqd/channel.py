@@ -88,6 +88,8 @@ class Channel:
         self.e2e_latency: LatencyWindow | None = None  # publish-to-FIN times, when tracked
         # replicated topics: told (topic, channel, IDs) of every FIN, for the backups
         self.on_finished: Callable[[str, str, list[bytes]], None] | None = None
+        # and of every REQ with a delay: (topic, channel, ID, due as a wall-clock time)
+        self.on_requeued: Callable[[str, str, bytes, float], None] | None = None
 
     # -- queue ----------------------------------------------------------------
     @property
@@ -457,6 +459,8 @@ class Channel:
             self.deferred.push(msg, time.monotonic() + delay)
             if self._durable is not None and self.deferrals is not None:
                 self.deferrals.record(msg_id, time.time() + delay)
+            if self.on_requeued is not None:
+                self.on_requeued(self.topic_name, self.name, msg_id, time.time() + delay)
         else:
             self._enqueue(msg)
 

@@ -381,7 +381,7 @@ class HttpApi:
         self.nsqd.delete_topic(self._existing_topic_name(request, validate=False))
 
     async def topic_empty(self, request: HttpRequest) -> None:
-        self.nsqd.topics[self._existing_topic_name(request, validate=True)].empty()
+        self.nsqd.empty_topic(self._existing_topic_name(request, validate=True))
 
     async def topic_pause(self, request: HttpRequest) -> None:
         self.nsqd.set_topic_paused(self._existing_topic_name(request, validate=False), True)
@@ -421,8 +421,7 @@ class HttpApi:
         self.nsqd.topics[topic].delete_channel(channel)
 
     async def channel_empty(self, request: HttpRequest) -> None:
-        topic, channel = self._existing_channel(request)
-        self.nsqd.topics[topic].channels[channel].empty()
+        self.nsqd.empty_channel(*self._existing_channel(request))
 
     async def channel_pause(self, request: HttpRequest) -> None:
         self.nsqd.set_channel_paused(*self._existing_channel(request), True)

@@ -236,6 +236,7 @@ class NSQD:
             channel.e2e_latency = LatencyWindow(self.options.e2e_processing_latency_window_time)
         if topic.replicated and not ephemeral and self.replicator is not None:
             channel.on_finished = self.replicator.finished
+            channel.on_requeued = self.replicator.requeued
         return channel
 
     def get_topic(self, name: str) -> Topic:
@@ -290,16 +291,36 @@ class NSQD:
             self.lookup.unregister(name)
         self.scanner.channels_changed()
         self._persist_metadata_soon(topic.ephemeral)
+        if topic.replicated and self.replicator is not None:
+            self.replicator.topic_deleted(name)
+
+    def empty_topic(self, name: str) -> None:
+        topic = self.topics[name]
+        if topic.replicated and self.replicator is not None:
+            self.replicator.topic_emptied(topic)  # before: it names what the topic's queue holds
+        topic.empty()
+
+    def empty_channel(self, topic_name: str, channel_name: str) -> None:
+        topic = self.topics[topic_name]
+        channel = topic.channels[channel_name]
+        if topic.replicated and not channel.ephemeral and self.replicator is not None:
+            self.replicator.channel_emptied(topic, channel_name)
+        channel.empty()
 
     def set_topic_paused(self, name: str, paused: bool) -> None:
         topic = self.topics[name]
         topic.pause() if paused else topic.unpause()
         self._persist_metadata_soon(topic.ephemeral)
+        if topic.replicated and self.replicator is not None:
+            self.replicator.paused(name, "", paused)
 
     def set_channel_paused(self, topic_name: str, channel_name: str, paused: bool) -> None:
-        channel = self.topics[topic_name].channels[channel_name]
+        topic = self.topics[topic_name]
+        channel = topic.channels[channel_name]
         channel.pause() if paused else channel.unpause()
         self._persist_metadata_soon(channel.ephemeral)
+        if topic.replicated and not channel.ephemeral and self.replicator is not None:
+            self.replicator.paused(topic_name, channel_name, paused)
 
     def _channel_added(self, topic: Topic, channel: Channel) -> None:
         log.info("TOPIC(%s): new channel(%s)", topic.name, channel.name)

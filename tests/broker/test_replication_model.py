@@ -99,6 +99,12 @@ class ReplicationMachine(RuleBasedStateMachine):
         self.gens = {p: Generations.load(self.stores[p].path) for p in self.peers}
         self.adopted: dict[str, set[bytes]] = {p: set() for p in self.peers}
         self.next_id = 0
+        # the channels' state beyond FIN, as the owners have it
+        self.emptied: set[tuple[bytes, str]] = set()  # (ID, channel): emptied by the owner
+        self.dropped: set[bytes] = set()  # emptied from the topic's queue, or the topic deleted
+        self.paused: dict[tuple[str, str, str], bool] = {}  # (owner, topic, channel or "") -> paused
+        self.due: dict[tuple[bytes, str], int] = {}  # (ID, channel) -> due (ms) of a REQ with a delay
+        self.ever_wiped: set[str] = set()  # owners one of whose backups (or itself) lost its copies
         for owner in self.peers:  # "orders" starts with both channels, "audit" with none
             self.channels[(owner, "orders")] = set(CHANNELS)
             self._send(owner, wire.channels("orders", sorted(CHANNELS)), None)
@@ -148,6 +154,7 @@ class ReplicationMachine(RuleBasedStateMachine):
     def change_channels(self, owner: int, topic: str, channel: str, add: bool) -> None:
         node = self.peers[owner % len(self.peers)]
         names = self.channels.setdefault((node, topic), set())
+        deleted = not add and channel in names
         if add:
             names.add(channel)
             for p in self.published.values():  # what waited in the topic goes to its channels
@@ -158,7 +165,72 @@ class ReplicationMachine(RuleBasedStateMachine):
             for p in self.published.values():
                 if p.owner == node and p.topic == topic and p.owed is not None:
                     p.owed.discard(channel)
+            self.emptied = {(i, c) for i, c in self.emptied if c != channel or self.published[i].owner != node}
+            self.due = {(i, c): d for (i, c), d in self.due.items() if c != channel or self.published[i].owner != node}
+            self.paused.pop((node, topic, channel), None)
         self._send(node, wire.channels(topic, sorted(names)), None)
+        if deleted and not names:  # its last channel deleted: what it held goes (the topic queued none)
+            self._send(node, wire.empty(topic, "", self._own_ids(node, topic)), None)
+
+    def _own_ids(self, owner: str, topic: str) -> list[bytes]:
+        """What the owner's own shard holds of ``topic`` (as ``Replicator._live_ids``)."""
+        shard = self.stores[owner].shards.get(owner, {}).get(topic)
+        return list(shard.messages) if shard is not None else []
+
+    @rule(owner=st.integers(0, 3), topic=st.sampled_from(TOPICS), channel=st.sampled_from(CHANNELS))
+    def empty_channel(self, owner: int, topic: str, channel: str) -> None:
+        """/channel/empty: the channel is done with every message it had (the model's
+        topic queue holds messages only while the topic has no channel)."""
+        node = self.peers[owner % len(self.peers)]
+        if channel not in self.channels.get((node, topic), set()):
+            return
+        for msg_id, p in self.published.items():
+            if p.owner == node and p.topic == topic and not p.adopted and p.owed is not None and channel in p.owed:
+                self.emptied.add((msg_id, channel))
+                self.finished.setdefault(msg_id, set()).add(channel)
+        self._send(node, wire.empty(topic, channel, self._own_ids(node, topic)), None)
+
+    @rule(owner=st.integers(0, 3), topic=st.sampled_from(TOPICS), delete=st.booleans())
+    def empty_or_delete_topic(self, owner: int, topic: str, delete: bool) -> None:
+        """/topic/empty of a topic without channels (all it has is in its queue), or
+        /topic/delete: every copy goes (and with a delete, the channels and the pause)."""
+        node = self.peers[owner % len(self.peers)]
+        if self.channels.get((node, topic)) and not delete:
+            return  # the topic's queue is empty: its channels have everything
+        for msg_id, p in self.published.items():
+            if p.owner == node and p.topic == topic and not p.adopted:
+                self.dropped.add(msg_id)
+                p.owed = set()
+        self._send(node, wire.empty(topic, "", self._own_ids(node, topic)), None)
+        if delete:
+            self.channels[(node, topic)] = set()
+            self.emptied = {(i, c) for i, c in self.emptied if self.published[i].topic != topic
+                            or self.published[i].owner != node}
+            self.due = {(i, c): d for (i, c), d in self.due.items() if self.published[i].topic != topic
+                        or self.published[i].owner != node}
+            for key in [k for k in self.paused if k[:2] == (node, topic)]:
+                del self.paused[key]
+            self._send(node, wire.channels(topic, []), None)
+            self._send(node, wire.pause(topic, "", False), None)
+
+    @rule(owner=st.integers(0, 3), topic=st.sampled_from(TOPICS), channel=st.sampled_from(("",) + CHANNELS),
+          paused=st.booleans())
+    def pause(self, owner: int, topic: str, channel: str, paused: bool) -> None:
+        node = self.peers[owner % len(self.peers)]
+        if channel and channel not in self.channels.get((node, topic), set()):
+            return
+        self.paused[(node, topic, channel)] = paused
+        self._send(node, wire.pause(topic, channel, paused), None)
+
+    @rule(data=st.data(), due=st.integers(1, 10**13))
+    def requeue_with_delay(self, data: st.DataObject, due: int) -> None:
+        choices = [(msg_id, c) for msg_id, p in self.published.items() for c in sorted(self._owed(msg_id))]
+        if not choices:
+            return
+        msg_id, channel = data.draw(st.sampled_from(choices))
+        p = self.published[msg_id]
+        self.due[(msg_id, channel)] = due
+        self._send(p.owner, wire.req(p.topic, channel, due, [msg_id]), None)
 
     @rule(data=st.data())
     def fin(self, data: st.DataObject) -> None:
@@ -262,6 +334,7 @@ class ReplicationMachine(RuleBasedStateMachine):
             return
         store.begin(owner, link.generation)
         greeting = [wire.channels(t, sorted(c)) for (o, t), c in self.channels.items() if o == owner]
+        greeting += [wire.pause(t, c, True) for (o, t, c), p in self.paused.items() if o == owner and p]
         link.frames = deque(link.buffer.frames() + greeting)
         if not store.keeps_log(owner):
             self.seqs[owner] += 1
@@ -286,6 +359,12 @@ class ReplicationMachine(RuleBasedStateMachine):
         if key[0] not in self.own_lost and not self.gens[key[1]].refuses(key[0], link.generation):
             assert key not in self.wiped, f"{key[1]} came back empty and was not caught up by {key[0]}"
 
+    @rule()
+    def settle_all(self) -> None:
+        """Every link quiet: what the owners did has reached every backup."""
+        for key in sorted(self.links):
+            self.settle(sorted(self.links).index(key))
+
     # -- a backup's restart ---------------------------------------------------------
     @rule(node=st.integers(0, 3), wipe=st.booleans())
     def restart_backup(self, node: int, wipe: bool) -> None:
@@ -300,6 +379,8 @@ class ReplicationMachine(RuleBasedStateMachine):
             for key in [k for k in self.caught_up if name in k]:
                 del self.caught_up[key]
             self.own_lost.add(name)  # as an owner it lost its own shard: a second fault for its backups
+            self.ever_wiped.add(name)
+            self.ever_wiped.update(ring.owners_backed_by(name, self.peers, self.replicas))
         self.stores[name] = self._store(name, load=True)
         self.gens[name] = Generations.load(self.stores[name].path)
         self.stores[name].begin(name, self.gens[name].own)
@@ -363,6 +444,18 @@ class ReplicationMachine(RuleBasedStateMachine):
         """What an adoption would deliver if ``owner`` were killed now: its first live
         backup merges its own copies and the other backups' (PULL), then delivers each
         live message to the channels still owed it (None: to the topic)."""
+        merged = self._merged(owner)
+        delivered: dict[bytes, set[str] | None] = {}
+        for topic, shard in merged.shards.get(owner, {}).items():
+            for live in shard.live():
+                msg_id = live.entry.payload[10:26]
+                assert msg_id in self.published, "adoption would deliver a message nobody published"
+                assert self.published[msg_id].topic == topic
+                delivered[msg_id] = None if live.channels is None else set(live.channels)
+        return delivered
+
+    def _merged(self, owner: str) -> ReplicaStore:
+        """The adopter's view: its own copies, then the other backups' (PULL)."""
         alive = lambda node: node != owner  # noqa: E731
         adopter = ring.adopter(owner, self.peers, self.replicas, alive)
         assert adopter is not None
@@ -372,14 +465,44 @@ class ReplicationMachine(RuleBasedStateMachine):
                 [(frame, _)] = wire.raw_frames(raw)
                 assert frame.inner is not None
                 merged.merge(owner, frame.inner)
-        delivered: dict[bytes, set[str] | None] = {}
-        for topic, shard in merged.shards.get(owner, {}).items():
-            for live in shard.live():
-                msg_id = live.entry.payload[10:26]
-                assert msg_id in self.published, "adoption would deliver a message nobody published"
-                assert self.published[msg_id].topic == topic
-                delivered[msg_id] = None if live.channels is None else set(live.channels)
-        return delivered
+        return merged
+
+    @invariant()
+    def an_adoption_reproduces_the_channels_state_once_the_links_are_quiet(self) -> None:
+        """Once every frame of an owner reached its backups: an adoption delivers nothing
+        it emptied or deleted, pauses what it paused (only), and delays a requeued copy to
+        the REQ's due time. (Frames still in transit give duplicates, as a FIN does; a
+        backup that lost its copies and was caught up may keep some too.)"""
+        if not self.peers:
+            return
+        for owner in self.peers:
+            backups = ring.backups_of(owner, self.peers, self.replicas)
+            if owner in self.ever_wiped or any(self.links[(owner, b)].frames for b in backups):
+                continue
+            if any(self.gens[b].refuses(owner, self.gens[owner].own) for b in backups):
+                continue  # adopted, not yet back: its links are closed
+            merged = self._merged(owner)
+            delivered: dict[bytes, dict[str, int] | None] = {}
+            for topic, shard in merged.shards.get(owner, {}).items():
+                for live in shard.live():
+                    msg_id = live.entry.payload[10:26]
+                    delivered[msg_id] = None if live.channels is None else {c: live.due.get(c, 0) for c in live.channels}
+                for channel in ("",) + CHANNELS:
+                    want = self.paused.get((owner, topic, channel), False)
+                    if channel and channel not in self.channels.get((owner, topic), set()):
+                        continue
+                    assert shard.paused.get(channel, False) == want, f"{topic}/{channel} paused: {want}, adopter: not so"
+            for msg_id in self.dropped:
+                if self.published[msg_id].owner == owner and not self.published[msg_id].adopted:
+                    assert msg_id not in delivered, f"{msg_id!r} emptied from its topic or deleted, adopted"
+            for msg_id, channel in self.emptied:
+                got = delivered.get(msg_id)
+                if self.published[msg_id].owner == owner and not self.published[msg_id].adopted:
+                    assert got is None or channel not in got, f"{msg_id!r} emptied from {channel}, adopted for it"
+            for (msg_id, channel), due in self.due.items():
+                got = delivered.get(msg_id)
+                if self.published[msg_id].owner == owner and got is not None and channel in got:
+                    assert got[channel] == due, f"{msg_id!r} requeued on {channel} until {due}, adopted due {got[channel]}"
 
     @invariant()
     def acknowledged_publishes_survive_the_loss_of_their_owner(self) -> None:

@@ -117,3 +117,84 @@ def test_a_log_is_whole_from_its_snapshot_s_end_and_keeps_its_generation(tmp_pat
     again.begin(OWNER, 4)  # the owner moved on: generation 3 was adopted
     assert again.held(OWNER) == 0 and again.generation(OWNER) == 4
     again.close()
+
+
+def mid(n: int) -> bytes:
+    return b"%016x" % n
+
+
+def test_an_emptied_channel_owes_nothing_but_what_the_topic_still_queues(tmp_path: Path) -> None:
+    store = ReplicaStore(str(tmp_path), durable=False)
+    apply(store, wire.channels("t", ["a", "b"]))
+    apply(store, wire.append(1, "t", [msg(1), msg(2), msg(3)]))
+    apply(store, wire.empty("t", "a", [mid(1), mid(2)]))  # 3 still in the topic's queue: a gets it later
+    apply(store, wire.append(2, "t", [msg(4)]))  # published after the empty: a is owed it
+    owed = {live.entry.payload[10:26]: live.channels for live in store.shards[OWNER]["t"].live()}
+    assert owed == {mid(1): ["b"], mid(2): ["b"], mid(3): ["a", "b"], mid(4): ["a", "b"]}
+    apply(store, wire.empty("t", "b", [mid(1), mid(2), mid(3), mid(4)]))
+    assert set(store.shards[OWNER]["t"].messages) == {mid(3), mid(4)}
+    apply(store, wire.empty("t", "a", [mid(1), mid(2)]))  # a resend after a reconnect: the same
+    assert set(store.shards[OWNER]["t"].messages) == {mid(3), mid(4)}
+
+
+def test_an_emptied_topic_queue_a_deleted_last_channel_and_a_deleted_topic_drop_copies(tmp_path: Path) -> None:
+    store = ReplicaStore(str(tmp_path), durable=False)
+    apply(store, wire.append(1, "t", [msg(1), msg(2)]))
+    apply(store, wire.empty("t", "", [mid(1), mid(2)]))  # no channel: every copy was in the topic's queue
+    assert store.held(OWNER) == 0
+    apply(store, wire.channels("t", ["a"]))
+    apply(store, wire.append(2, "t", [msg(3), msg(4), msg(5)]))
+    apply(store, wire.empty("t", "", [mid(5)]))  # only 5 waited in the topic's queue
+    assert set(store.shards[OWNER]["t"].messages) == {mid(3), mid(4)}
+    apply(store, wire.channels("t", []))
+    apply(store, wire.empty("t", "", [mid(3)]))  # the last channel deleted; 4 still queued
+    assert [(live.entry.payload[10:26], live.channels) for live in store.shards[OWNER]["t"].live()] == [(mid(4), None)]
+    apply(store, wire.empty("t", "", [mid(4)]))  # the topic deleted
+    apply(store, wire.channels("t", []))
+    assert store.held(OWNER) == 0
+
+
+async def test_pauses_and_requeue_delays_survive_a_restart_a_snapshot_and_compaction(tmp_path: Path, monkeypatch) -> None:
+    from nsqd.replication.backup_server import shard_frames
+    store = ReplicaStore(str(tmp_path), durable=True)
+    apply(store, wire.channels("t", ["a", "b"]))
+    apply(store, wire.append(1, "t", [msg(1), msg(2)]))
+    apply(store, wire.pause("t", "", True))
+    apply(store, wire.pause("t", "a", True))
+    apply(store, wire.pause("t", "a", False))
+    apply(store, wire.pause("t", "b", True))
+    apply(store, wire.req("t", "a", 123_000, [mid(1)]))
+    store.close()
+    again = ReplicaStore(str(tmp_path), durable=True)
+    again.load()
+    shard = again.shards[OWNER]["t"]
+    assert shard.paused == {"": True, "a": False, "b": True}
+    assert [live.due for live in shard.live()] == [{"a": 123_000}, {}]
+    # a snapshot (or a PULL's answer) rebuilds the same state
+    copy = ReplicaStore(str(tmp_path / "copy"), durable=False)
+    for raw in shard_frames(again, OWNER):
+        apply(copy, raw)
+    assert copy.shards[OWNER]["t"].paused == shard.paused
+    assert [live.due for live in copy.shards[OWNER]["t"].live()] == [{"a": 123_000}, {}]
+    # a merge keeps the adopter's own pause state, and fills in what it lacks
+    copy.merge(OWNER, wire.Frame(wire.Kind.PAUSE, topic="t", channel="b", paused=False))
+    copy.merge(OWNER, wire.Frame(wire.Kind.PAUSE, topic="u", channel="", paused=True))
+    assert copy.shards[OWNER]["t"].paused["b"] is True and copy.shards[OWNER]["u"].paused == {"": True}
+    # finished by both channels: the delay goes with the copy; compaction keeps the pauses
+    monkeypatch.setattr(store_module, "COMPACT_BYTES", 0)
+    apply(again, wire.fin("t", "a", [mid(1), mid(2)]))
+    apply(again, wire.fin("t", "b", [mid(1), mid(2)]))
+    await _commit(again)
+    assert again.held(OWNER) == 0
+    again.close()
+    third = ReplicaStore(str(tmp_path), durable=True)
+    third.load()
+    assert third.shards[OWNER]["t"].paused == {"": True, "a": False, "b": True}
+    assert third.shards[OWNER]["t"].due == {}
+    third.close()
+
+
+async def _commit(store: ReplicaStore) -> None:
+    done = asyncio.Event()
+    store.after_commit(done.set)
+    await done.wait()

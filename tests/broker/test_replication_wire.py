@@ -28,6 +28,11 @@ frames = st.one_of(
     st.just((wire.reset(), (Kind.RESET,))),
     st.builds(lambda s: (wire.synced(s), (Kind.SYNCED, s)), st.integers(0, 2**64 - 1)),
     st.builds(lambda o, g: (wire.drop(o, g), (Kind.DROP, o, g)), names, st.integers(0, 2**64 - 1)),
+    # the channels' state beyond FIN (frames added after the first logs were written)
+    st.builds(lambda t, c, i: (wire.empty(t, c, i), (Kind.EMPTY, t, c, i)), names, names, st.lists(ids, max_size=5)),
+    st.builds(lambda t, c, p: (wire.pause(t, c, p), (Kind.PAUSE, t, c, p)), names, names, st.booleans()),
+    st.builds(lambda t, c, d, i: (wire.req(t, c, d, i), (Kind.REQ, t, c, d, i)), names, names,
+              st.integers(0, 2**64 - 1), st.lists(ids, max_size=5)),
 )
 
 
@@ -49,6 +54,12 @@ def values(frame: wire.Frame) -> tuple:
         return (k, frame.generation, frame.keeps_log)
     if k is Kind.DROP:
         return (k, frame.name, frame.generation)
+    if k is Kind.EMPTY:
+        return (k, frame.topic, frame.channel, frame.ids)
+    if k is Kind.PAUSE:
+        return (k, frame.topic, frame.channel, frame.paused)
+    if k is Kind.REQ:
+        return (k, frame.topic, frame.channel, frame.due_ms, frame.ids)
     return (k,)
 
 
@@ -75,8 +86,19 @@ def test_pulled_carries_one_inner_frame() -> None:
     [frame] = _decode(wire.pulled("127.0.0.9:1", inner))
     assert frame.kind is Kind.PULLED and frame.name == "127.0.0.9:1"
     assert frame.inner is not None and values(frame.inner) == (Kind.FIN, "t", "c", [b"0" * 16])
+    for state in (wire.empty("t", "c", [b"1" * 16]), wire.pause("t", "", True), wire.req("t", "c", 5, [])):
+        [frame] = _decode(wire.pulled("o", state))
+        assert frame.inner is not None and frame.inner.topic == "t"
     with pytest.raises(WireError):
         _decode(wire.pulled("o", wire.ping()))
+
+
+def test_a_log_from_before_the_channel_state_frames_replays_as_it_did() -> None:
+    """The frames an older nsqd logged keep their bytes and meaning: the new kinds only add."""
+    old = (wire.hello("o", 1) + wire.channels("t", ["c"]) + wire.append(0, "t", [Entry(b"1" * 16 + b"x" * 10)])
+           + wire.fin("t", "c", [b"1" * 16]))
+    assert [f.kind for f, _ in wire.raw_frames(old)] == [Kind.HELLO, Kind.CHANNELS, Kind.APPEND, Kind.FIN]
+    assert (Kind.HELLO, Kind.APPEND, Kind.FIN, Kind.CHANNELS, Kind.DROP) == (1, 2, 4, 5, 13)
 
 
 @settings(max_examples=300)

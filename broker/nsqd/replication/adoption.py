@@ -78,11 +78,17 @@ def _deliver(r: "Replicator", owner: str) -> tuple[int, list["asyncio.Future[Non
     now_ms = time.time() * 1000
     for topic_name, shard in r.store.shards.get(owner, {}).items():
         live = shard.live()
+        _pause_as_owner(r, topic_name, shard.paused, bool(live))
         if not live:
             continue
         topic = r.nsqd.get_topic(topic_name)
+        # the owner's paused topic kept in its own queue what no channel was given yet:
+        # owed to every channel, it waits in ours as well (may have been in all of them)
+        queue = topic.paused and shard.paused.get("", False)
         for item in live:
-            _put(topic, item, max(0.0, (item.entry.defer_until_ms - now_ms) / 1000))
+            if queue and item.channels == shard.channels and not item.due:
+                item = Live(item.entry, None)
+            _put(topic, item, now_ms)
         count += len(live)
         for start in range(0, len(live), PULL_BATCH):
             copies.append(r.replicate_entries(topic_name, [item.entry for item in live[start:start + PULL_BATCH]]))
@@ -93,11 +99,28 @@ def _deliver(r: "Replicator", owner: str) -> tuple[int, list["asyncio.Future[Non
                         if item.channels is not None and channel not in item.channels]
             if not_owed:
                 r.finished(topic_name, channel, not_owed)
+        for item in live:  # a REQ's delay, for our backups too
+            for channel, due_ms in item.due.items():
+                r.requeued(topic_name, channel, item.entry.payload[ID_SLICE], due_ms / 1000)
     return count, copies
 
 
-def _put(topic: "Topic", item: Live, defer: float) -> None:
+def _pause_as_owner(r: "Replicator", topic_name: str, paused: dict[str, bool], has_live: bool) -> None:
+    """What the owner had paused is paused here (through nsqd: kept in its metadata and
+    told to our backups); what it had not is left as it is here."""
+    if not any(paused.values()) or not (has_live or topic_name in r.nsqd.topics):
+        return
+    topic = r.nsqd.get_topic(topic_name)
+    if paused.get("") and not topic.paused:
+        r.nsqd.set_topic_paused(topic_name, True)
+    for channel, is_paused in paused.items():
+        if channel and is_paused and not topic.get_channel(channel).paused:
+            r.nsqd.set_channel_paused(topic_name, channel, True)
+
+
+def _put(topic: "Topic", item: Live, now_ms: float) -> None:
     payload = item.entry.payload
+    defer = max(0.0, (item.entry.defer_until_ms - now_ms) / 1000)
     if item.channels is None:
         msg = Message.from_payload(payload)
         msg.defer = defer
@@ -105,7 +128,10 @@ def _put(topic: "Topic", item: Live, defer: float) -> None:
         return
     for name in item.channels:
         channel = topic.get_channel(name)
-        if defer:
-            channel.put_deferred(Message.from_payload(payload), defer)
+        wait = defer
+        if name in item.due:  # requeued with a delay: due then, not at the DPUB's time
+            wait = max(0.0, (item.due[name] - now_ms) / 1000)
+        if wait:
+            channel.put_deferred(Message.from_payload(payload), wait)
         else:
             channel.put(payload)

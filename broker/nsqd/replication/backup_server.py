@@ -96,7 +96,7 @@ class BackupConnection(asyncio.Protocol):
             seq = frame.seq
             if seq:  # a snapshot's APPENDs have none: its SYNCED is acknowledged
                 self.store.after_commit(lambda: self._committed(seq))
-        elif kind in (Kind.FIN, Kind.CHANNELS, Kind.RESET):
+        elif kind in (Kind.FIN, Kind.CHANNELS, Kind.RESET, Kind.EMPTY, Kind.PAUSE, Kind.REQ):
             self.store.apply(self.owner, frame, raw)
         elif kind is Kind.SYNCED:
             self.store.apply(self.owner, frame, raw)
@@ -148,7 +148,8 @@ def pull_answer(store: ReplicaStore, owner: str) -> list[bytes]:
 
 def shard_frames(store: ReplicaStore, owner: str) -> list[bytes]:
     """What ``store`` holds of ``owner``, as frames: per topic its channels, its messages,
-    then what each channel finished (applied in that order, they rebuild the same shard)."""
+    what each channel finished, what is paused and what was requeued with a delay
+    (applied in that order, they rebuild the same shard)."""
     out = []
     for topic, shard in store.shards.get(owner, {}).items():
         out.append(wire.channels(topic, shard.channels))
@@ -158,4 +159,12 @@ def shard_frames(store: ReplicaStore, owner: str) -> list[bytes]:
         for channel, ids in shard.finished.items():
             if ids:
                 out.append(wire.fin(topic, channel, sorted(ids)))
+        for channel, paused in shard.paused.items():
+            out.append(wire.pause(topic, channel, paused))
+        for channel, dues in shard.due.items():
+            by_due: dict[int, list[bytes]] = {}
+            for msg_id, due_ms in dues.items():
+                by_due.setdefault(due_ms, []).append(msg_id)
+            for due_ms, ids in sorted(by_due.items()):
+                out.append(wire.req(topic, channel, due_ms, ids))
     return out

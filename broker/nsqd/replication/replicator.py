@@ -4,10 +4,12 @@ it backs up, the failure detector, adoption of a lost owner's messages
 catch up a backup that lost what it held.
 
 nsqd calls ``replicate`` for each publish to a replicated topic (after putting the
-messages on its own queues), ``finished`` for each FIN and ``channels_changed`` when a
-topic's channels change. Everything sent to the backups is also applied to this node's
-own shard in the store (``store.shards[node]``): what is live of its own messages, the
-source of a catching-up backup's snapshot."""
+messages on its own queues), ``finished`` for each FIN, ``channels_changed`` when a
+topic's channels change, and ``channel_emptied``, ``topic_emptied``, ``topic_deleted``,
+``paused`` and ``requeued`` (a REQ with a delay) for the rest of the channels' state.
+Everything sent to the backups is also applied to this node's own shard in the store
+(``store.shards[node]``): what is live of its own messages, the source of a catching-up
+backup's snapshot."""
 from __future__ import annotations
 
 import asyncio
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from nsq_protocol.host_port import split_listen_address
 from nsq_protocol.names import is_ephemeral
 
+from ..message import ID_SLICE, item_payload
 from . import adoption, ring, wire
 from .backup_server import BackupConnection, BackupSide, shard_frames
 from .generations import Generations
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("nsqd")
 
 STARTUP_GRACE = 4  # failover timeouts added, at start, for peers not heard from yet
+EMPTY_BATCH = 65536  # IDs in one EMPTY frame (1 MiB)
 STARTUP_SILENCE = 2  # failover timeouts a node with an empty data path waits before joining
 
 
@@ -186,10 +190,67 @@ class Replicator:
     def channels_changed(self, topic: str) -> None:
         names = self._channel_names(topic)
         if names is not None:
-            frame = wire.channels(topic, names)
-            self._own(Frame(Kind.CHANNELS, topic=topic, channels=names), frame)
-            for link in self.links.values():
-                link.send_after(frame)
+            self._send(Frame(Kind.CHANNELS, topic=topic, channels=names), wire.channels(topic, names))
+            if not names:  # its last channel deleted: what that held goes, what the topic's queue holds stays
+                queued = _queued_ids(self.nsqd.topics[topic])
+                if queued is not None:
+                    spared = set(queued)
+                    self._empty(topic, "", [i for i in self._live_ids(topic) if i not in spared])
+
+    def _send(self, frame: Frame, raw: bytes) -> None:
+        """A change of the channels' state, to the backups in order with the messages."""
+        self._own(frame, raw)
+        for link in self.links.values():
+            link.send_after(raw)
+
+    def _empty(self, topic: str, channel: str, ids: list[bytes]) -> None:
+        for start in range(0, len(ids), EMPTY_BATCH):  # a frame stays far below wire.MAX_FRAME
+            batch = ids[start:start + EMPTY_BATCH]
+            self._send(Frame(Kind.EMPTY, topic=topic, channel=channel, ids=batch), wire.empty(topic, channel, batch))
+
+    def _live_ids(self, topic: str) -> list[bytes]:
+        """This node's live messages of ``topic``, from its own shard."""
+        shard = self.store.shards.get(self.node, {}).get(topic)
+        return list(shard.messages) if shard is not None else []
+
+    def channel_emptied(self, topic: "Topic", channel: str) -> None:
+        """``channel`` is about to be emptied: it is done with every live message but
+        those still in the topic's own queue (it gets them later)."""
+        queued = _queued_ids(topic)
+        if queued is None:
+            log.warning("REPLICATION: TOPIC(%s): channel %s emptied while the topic's queue holds messages "
+                        "on disk: its backups keep the channel's copies (duplicates after a failover)",
+                        topic.name, channel)
+            return
+        spared = set(queued)
+        self._empty(topic.name, channel, [i for i in self._live_ids(topic.name) if i not in spared])
+
+    def topic_emptied(self, topic: "Topic") -> None:
+        """The topic's own queue is about to be emptied (its channels keep theirs)."""
+        if not self._channel_names(topic.name):  # no channel was given any: all are in the topic's queue
+            self._empty(topic.name, "", self._live_ids(topic.name))
+            return
+        queued = _queued_ids(topic)
+        if queued is None:
+            log.warning("REPLICATION: TOPIC(%s): emptied while its queue holds messages on disk: its "
+                        "backups keep their copies of those (duplicates after a failover)", topic.name)
+            queued = [item_payload(item)[ID_SLICE] for item in topic.memory]
+        self._empty(topic.name, "", queued)
+
+    def topic_deleted(self, name: str) -> None:
+        """Every copy of the topic goes, with its channels and its pause."""
+        self._empty(name, "", self._live_ids(name))
+        self._send(Frame(Kind.CHANNELS, topic=name), wire.channels(name, []))
+        self._send(Frame(Kind.PAUSE, topic=name), wire.pause(name, "", False))
+
+    def paused(self, topic: str, channel: str, paused: bool) -> None:
+        self._send(Frame(Kind.PAUSE, topic=topic, channel=channel, paused=paused),
+                   wire.pause(topic, channel, paused))
+
+    def requeued(self, topic: str, channel: str, msg_id: bytes, due: float) -> None:
+        due_ms = int(due * 1000)
+        self._send(Frame(Kind.REQ, topic=topic, channel=channel, due_ms=due_ms, ids=[msg_id]),
+                   wire.req(topic, channel, due_ms, [msg_id]))
 
     def _own(self, frame: Frame, raw: bytes) -> None:
         """This node's own shard: what is live of its messages, logged like a backup's
@@ -210,6 +271,12 @@ class Replicator:
             if names is not None:
                 out.append(wire.channels(name, names))
                 self._own(Frame(Kind.CHANNELS, topic=name, channels=names), out[-1])
+                # what is paused too: a backup whose copies were dropped (this node's
+                # generation moved on) or a new one learns it here
+                topic = self.nsqd.topics[name]
+                for channel in [""] * topic.paused + [c for c in names if topic.channels[c].paused]:
+                    out.append(wire.pause(name, channel, True))
+                    self._own(Frame(Kind.PAUSE, topic=name, channel=channel, paused=True), out[-1])
         return out
 
     def _from_backup(self, peer: str, frame: Frame) -> None:
@@ -324,3 +391,11 @@ class Replicator:
 
 def _nothing() -> None:
     pass
+
+
+def _queued_ids(topic: "Topic") -> list[bytes] | None:
+    """The IDs of what waits in the topic's own queue for its channels, or None when
+    some of it is on disk (not read back to say which)."""
+    if topic.backend.depth:
+        return None
+    return [item_payload(item)[ID_SLICE] for item in topic.memory]

@@ -1,6 +1,8 @@
 """One owner's copies of one topic, as a backup keeps them: the messages, the channels
 the owner's topic has, and which of those channels finished which message. A message
-leaves the shard once every channel finished it."""
+leaves the shard once every channel finished it. Also the rest of the channels' state
+an adopter reproduces: a channel (or the topic's queue) emptied, the topic or a channel
+paused, a message requeued with a delay."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -15,6 +17,7 @@ class Live:
     when ``channels`` is None: the topic had no channel yet)."""
     entry: Entry
     channels: list[str] | None
+    due: dict[str, int] = field(default_factory=dict)  # channel -> when a REQ with a delay made it due (ms)
 
 
 @dataclass
@@ -22,6 +25,8 @@ class Shard:
     messages: dict[bytes, Entry] = field(default_factory=dict)  # by ID, in arrival order
     channels: list[str] = field(default_factory=list)
     finished: dict[str, set[bytes]] = field(default_factory=dict)  # channel -> IDs
+    paused: dict[str, bool] = field(default_factory=dict)  # channel ("": the topic) -> paused, as last told
+    due: dict[str, dict[bytes, int]] = field(default_factory=dict)  # channel -> ID -> due (ms), by REQ
 
     def append(self, entries: list[Entry]) -> int:
         """Copies received (a resend after a reconnect repeats some: kept once); how
@@ -41,10 +46,34 @@ class Shard:
                 done.add(msg_id)
                 self._forget_if_done(msg_id)
 
+    def empty(self, channel: str, ids: list[bytes]) -> None:
+        """``channel`` emptied of ``ids``: done with them, as by a FIN. ``channel`` "":
+        those copies go, for every channel (the topic's queue emptied, its last channel
+        or the topic deleted)."""
+        if channel:
+            self.finish(channel, ids)
+            return
+        for msg_id in ids:
+            if msg_id in self.messages:
+                self._forget(msg_id)
+
+    def set_paused(self, channel: str, paused: bool) -> None:
+        self.paused[channel] = paused
+
+    def requeue(self, channel: str, due_ms: int, ids: list[bytes]) -> None:
+        due = self.due.setdefault(channel, {})
+        for msg_id in ids:
+            if msg_id in self.messages:
+                due[msg_id] = due_ms
+
     def set_channels(self, names: list[str]) -> None:
         self.channels = list(names)
         for gone in set(self.finished) - set(names):
             del self.finished[gone]
+        for gone in set(self.due) - set(names):
+            del self.due[gone]
+        for gone in set(self.paused) - set(names) - {""}:
+            del self.paused[gone]
         if names:
             for msg_id in list(self.messages):
                 self._forget_if_done(msg_id)
@@ -54,9 +83,14 @@ class Shard:
             return
         finished = self.finished
         if all(msg_id in finished.get(c, ()) for c in self.channels):
-            del self.messages[msg_id]
-            for done in finished.values():
-                done.discard(msg_id)
+            self._forget(msg_id)
+
+    def _forget(self, msg_id: bytes) -> None:
+        del self.messages[msg_id]
+        for done in self.finished.values():
+            done.discard(msg_id)
+        for due in self.due.values():
+            due.pop(msg_id, None)
 
     def live(self) -> list[Live]:
         out = []
@@ -65,7 +99,8 @@ class Shard:
                 out.append(Live(entry, None))
                 continue
             owed = [c for c in self.channels if msg_id not in self.finished.get(c, ())]
-            out.append(Live(entry, owed))
+            due = {c: self.due[c][msg_id] for c in owed if msg_id in self.due.get(c, ())}
+            out.append(Live(entry, owed, due))
         return out
 
     def __len__(self) -> int:

@@ -1,5 +1,5 @@
 """The copies a backup keeps, in memory and in one append-only log per owner under
-``<data-path>/replication/``: the owner's APPEND, FIN and CHANNELS frames as received,
+``<data-path>/replication/``: the owner's APPEND, FIN, CHANNELS, EMPTY, PAUSE and REQ frames as received,
 replayed at start. Writes are grouped: the frames of a turn of the event loop are
 written together and, in durable mode, fsynced once before any of them is answered."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 from typing import Callable
 
 from .shard import Shard
-from .wire import Frame, Kind, channels as channels_frame, hello, raw_frames, synced
+from .wire import Frame, Kind, channels as channels_frame, hello, pause as pause_frame, raw_frames, synced
 
 log = logging.getLogger("nsqd")
 
@@ -106,6 +106,10 @@ class ReplicaStore:
             known = set(shard.channels)
             shard.set_channels(shard.channels + [c for c in frame.channels if c not in known])
             return
+        if frame.kind is Kind.PAUSE:  # ours is the newest we know of: another's only fills a gap
+            shard = self.shards.setdefault(owner, {}).setdefault(frame.topic, Shard())
+            shard.paused.setdefault(frame.channel, frame.paused)
+            return
         self._apply(owner, frame)
 
     def _apply(self, owner: str, frame: Frame) -> None:
@@ -122,6 +126,12 @@ class ReplicaStore:
             shard.finish(frame.channel, frame.ids)
         elif frame.kind is Kind.CHANNELS:
             shard.set_channels(frame.channels)
+        elif frame.kind is Kind.EMPTY:
+            shard.empty(frame.channel, frame.ids)
+        elif frame.kind is Kind.PAUSE:
+            shard.set_paused(frame.channel, frame.paused)
+        elif frame.kind is Kind.REQ:
+            shard.requeue(frame.channel, frame.due_ms, frame.ids)
 
     def drop(self, owner: str) -> None:
         """Forget an owner's copies (adopted): memory and log."""
@@ -233,9 +243,10 @@ class ReplicaStore:
 
     def _compact(self, owner: str) -> None:
         """Nothing of this owner is left to deliver: its log restarts with the channels
-        it has, so later FINs still count against them."""
-        data = hello(owner, self.generation(owner)) + b"".join(channels_frame(topic, shard.channels)
-                                       for topic, shard in self.shards.get(owner, {}).items())
+        it has (and what is paused), so later FINs still count against them."""
+        data = hello(owner, self.generation(owner)) + b"".join(
+            channels_frame(topic, shard.channels) + b"".join(pause_frame(topic, c, p) for c, p in shard.paused.items())
+            for topic, shard in self.shards.get(owner, {}).items())
         if owner in self._synced:
             data += synced(0)
         path = os.path.join(self.path, _file_name(owner))
@@ -247,7 +258,7 @@ class ReplicaStore:
         os.replace(temp, path)
         self._close_fd(self._fds.pop(owner))
         self._sizes[owner] = len(data)
-        self.shards[owner] = {t: s for t, s in self.shards[owner].items() if s.channels}
+        self.shards[owner] = {t: s for t, s in self.shards[owner].items() if s.channels or any(s.paused.values())}
 
     def close(self) -> None:
         self._write()

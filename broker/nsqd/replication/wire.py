@@ -29,12 +29,20 @@ class Kind(IntEnum):
     CHANNELS = 5  # topic, the channel names it has now
     PING = 6  # liveness, both ways
     PULL = 7  # seq, owner: send me every copy you hold of that owner's messages
-    PULLED = 8  # owner, one inner frame (APPEND, FIN or CHANNELS) of a PULL's answer
+    PULLED = 8  # owner, one inner frame (APPEND, FIN, CHANNELS, EMPTY, PAUSE or REQ) of a PULL's answer
     DONE = 9  # seq: the PULL's answer is complete
     WELCOME = 10  # backup to owner, answering HELLO: the adopted generation it knows, whether it keeps a log of ours
     RESET = 11  # owner to backup: a snapshot of what is live follows (added to what the backup holds)
     SYNCED = 12  # seq: the snapshot is complete; answered by ACK once committed
     DROP = 13  # generation, owner: an adopter took over that owner's copies up to that generation
+    # channel state beyond FIN, in order with the messages (a log without them replays as before)
+    EMPTY = 14  # topic, channel, ids: a channel emptied of them ("": those copies dropped)
+    PAUSE = 15  # topic, channel ("": the topic), paused
+    REQ = 16  # topic, channel, due (ms since the epoch), ids: requeued with a delay, due then
+
+
+# what a shard is made of: an owner's frames a backup logs, and a PULL's answer
+SHARD_KINDS = frozenset((Kind.APPEND, Kind.FIN, Kind.CHANNELS, Kind.EMPTY, Kind.PAUSE, Kind.REQ))
 
 
 class WireError(Exception):
@@ -61,6 +69,8 @@ class Frame:
     ids: list[bytes] = field(default_factory=list)
     channels: list[str] = field(default_factory=list)
     inner: "Frame | None" = None
+    paused: bool = False  # PAUSE
+    due_ms: int = 0  # REQ
 
 
 def _text(value: str) -> bytes:
@@ -123,6 +133,21 @@ def fin(topic: str, channel: str, ids: list[bytes]) -> bytes:
 
 def channels(topic: str, names: list[str]) -> bytes:
     return _framed(Kind.CHANNELS, b"".join((_text(topic), _U16.pack(len(names)), *map(_text, names))))
+
+
+def empty(topic: str, channel: str, ids: Sequence[bytes]) -> bytes:
+    """``channel`` emptied: it is done with ``ids`` (as a FIN; named one by one, so that
+    a resend after a reconnect takes no copy published since); ``channel`` "": those
+    copies are dropped, for every channel."""
+    return _framed(Kind.EMPTY, b"".join((_text(topic), _text(channel), _U32.pack(len(ids)), *ids)))
+
+
+def pause(topic: str, channel: str, paused: bool) -> bytes:
+    return _framed(Kind.PAUSE, _text(topic) + _text(channel) + bytes((1 if paused else 0,)))
+
+
+def req(topic: str, channel: str, due_ms: int, ids: Sequence[bytes]) -> bytes:
+    return _framed(Kind.REQ, b"".join((_text(topic), _text(channel), _U64.pack(due_ms), _U32.pack(len(ids)), *ids)))
 
 
 def ping() -> bytes:
@@ -200,6 +225,15 @@ def decode(kind_byte: int, body: memoryview) -> Frame:
     elif kind is Kind.CHANNELS:
         topic, count = r.text(), r.u16()
         frame = Frame(kind, topic=topic, channels=[r.text() for _ in range(count)])
+    elif kind is Kind.EMPTY:
+        topic, channel, count = r.text(), r.text(), r.u32()
+        frame = Frame(kind, topic=topic, channel=channel, ids=[r.take(MSG_ID_LENGTH) for _ in range(count)])
+    elif kind is Kind.PAUSE:
+        frame = Frame(kind, topic=r.text(), channel=r.text())
+        frame.paused = r.take(1) != b"\x00"
+    elif kind is Kind.REQ:
+        topic, channel, due, count = r.text(), r.text(), r.u64(), r.u32()
+        frame = Frame(kind, topic=topic, channel=channel, due_ms=due, ids=[r.take(MSG_ID_LENGTH) for _ in range(count)])
     elif kind in (Kind.PING, Kind.RESET):
         frame = Frame(kind)
     elif kind is Kind.PULL:
@@ -215,8 +249,8 @@ def decode(kind_byte: int, body: memoryview) -> Frame:
         inner = Decoder()
         inner.feed(r.take(len(body) - r.at))
         frames = inner.frames()
-        if len(frames) != 1 or inner.buffered or frames[0].kind not in (Kind.APPEND, Kind.FIN, Kind.CHANNELS):
-            raise WireError("PULLED must hold one APPEND, FIN or CHANNELS frame")
+        if len(frames) != 1 or inner.buffered or frames[0].kind not in SHARD_KINDS:
+            raise WireError("PULLED must hold one APPEND, FIN, CHANNELS, EMPTY, PAUSE or REQ frame")
         frame = Frame(kind, name=owner, inner=frames[0])
     r.end()
     return frame
