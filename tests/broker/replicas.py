@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable, Iterator
 
-from tests.servers import Nsqd, free_port, wait_for
+import pytest
+
+from tests.servers import Nsqd, free_port, http, wait_for
 
 
 HOSTS = ("127.0.33.1", "127.0.33.2", "127.0.33.3")
@@ -37,3 +40,22 @@ class Cluster:
         for i in range(len(self.nodes)):
             wait_for(lambda: all(b["connected"] for b in self.replication(i)["backups"]), 10,
                      message=f"nsqd {i} connected to its backups")
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
+    """Makes started, connected replicated clusters; stops every one at the end of the test."""
+    made: list[Cluster] = []
+
+    def make(replicas: int = 3, **flags: object) -> Cluster:
+        made.append(Cluster(tmp_path, replicas, **flags).start())
+        made[-1].wait_connected()
+        return made[-1]
+    yield make
+    for c in made:
+        c.stop()
+
+
+def post(node: Nsqd, path: str, body: bytes | None = None) -> None:
+    status, answer = http("POST", node.url(path), body)
+    assert status == 200, (path, status, answer)

@@ -11,34 +11,14 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
 from tests.broker.load import Consumer, Fin, publish
-from tests.broker.replicas import Cluster
+from tests.broker.replicas import Cluster, cluster, post  # noqa: F401 (cluster: a fixture)
 from tests.servers import Nsqd, http, wait_for
 
 pytestmark = pytest.mark.timeout(90)
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
-    made: list[Cluster] = []
-
-    def make(replicas: int = 3, **flags: object) -> Cluster:
-        made.append(Cluster(tmp_path, replicas, **flags).start())
-        made[-1].wait_connected()
-        return made[-1]
-    yield make
-    for c in made:
-        c.stop()
-
-
-def post(node: Nsqd, path: str, body: bytes | None = None) -> None:
-    status, answer = http("POST", node.url(path), body)
-    assert status == 200, (path, status, answer)
 
 
 def stats(node: Nsqd) -> dict[str, dict]:

@@ -7,35 +7,15 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
-from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
 from nsq_protocol.commands import encode_mpub_body
 from tests.broker.load import Consumer, Fin, Hold, V2Connection, dpub, publish
-from tests.broker.replicas import Cluster
-from tests.servers import Nsqd, http, wait_for
+from tests.broker.replicas import cluster, post  # noqa: F401 (cluster: a fixture)
+from tests.servers import http, wait_for
 
 pytestmark = pytest.mark.timeout(90)
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
-    made: list[Cluster] = []
-
-    def make(replicas: int = 3, **flags: object) -> Cluster:
-        made.append(Cluster(tmp_path, replicas, **flags).start())
-        made[-1].wait_connected()
-        return made[-1]
-    yield make
-    for c in made:
-        c.stop()
-
-
-def post(node: Nsqd, path: str, body: bytes | None = None) -> None:
-    status, answer = http("POST", node.url(path), body)
-    assert status == 200, (path, status, answer)
-
 
 async def test_killed_owner_is_replaced_by_a_backup_that_delivers_what_was_not_finished(cluster) -> None:
     c = cluster(3, sync_before_ack="true")

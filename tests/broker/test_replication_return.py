@@ -6,34 +6,14 @@ owner's later loss loses nothing, however small the resend buffer."""
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
 from tests.broker.load import Consumer, Fin, Hold, publish
-from tests.broker.replicas import Cluster
-from tests.servers import Nsqd, http, wait_for
+from tests.broker.replicas import cluster, post  # noqa: F401 (cluster: a fixture)
+from tests.servers import wait_for
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
-    made: list[Cluster] = []
-
-    def make(replicas: int = 3, **flags: object) -> Cluster:
-        made.append(Cluster(tmp_path, replicas, **flags).start())
-        made[-1].wait_connected()
-        return made[-1]
-    yield make
-    for c in made:
-        c.stop()
-
-
-def post(node: Nsqd, path: str) -> None:
-    status, answer = http("POST", node.url(path))
-    assert status == 200, (path, status, answer)
 
 
 async def test_an_owner_back_after_its_adoption_does_not_deliver_its_old_queue(cluster) -> None:
