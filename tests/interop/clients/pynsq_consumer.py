@@ -26,11 +26,15 @@ MODES = ("finish", "requeue-once", "timeout-once")
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--nsqd", required=True, help="host:port of nsqd's TCP listener")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--nsqd", help="host:port of nsqd's TCP listener")
+    where.add_argument("--lookupd", help="host:port of nsqlookupd's HTTP listener, polled every second")
     parser.add_argument("--topic", required=True)
     parser.add_argument("--channel", action="append", required=True)
     parser.add_argument("--max-in-flight", type=int, default=100)
     parser.add_argument("--mode", choices=MODES, default="finish")
+    parser.add_argument("--handle-seconds", type=float, default=0.0,
+                        help="time the handler takes per message, so a test can act mid-stream")
     parser.add_argument("--deadline", type=float, default=60.0)
     return parser.parse_args()
 
@@ -44,6 +48,8 @@ def main() -> int:
         ident, intact = read_body(message.body)
         emit(channel=channel, id=ident, intact=intact, attempts=message.attempts,
              msg_id=text(message.id), t=time.time())
+        if args.handle_seconds:
+            time.sleep(args.handle_seconds)  # blocks tornado's loop: this Reader is a slow consumer
         first_attempt = message.attempts == 1 and not is_warmup(ident)
         if first_attempt and args.mode == "requeue-once":
             message.requeue(delay=0, backoff=False)
@@ -54,7 +60,9 @@ def main() -> int:
             return None
         return True
 
-    readers = [nsq.Reader(topic=args.topic, channel=channel, nsqd_tcp_addresses=[args.nsqd],
+    where = ({"lookupd_http_addresses": [f"http://{args.lookupd}"], "lookupd_poll_interval": 1}
+             if args.lookupd else {"nsqd_tcp_addresses": [args.nsqd]})
+    readers = [nsq.Reader(topic=args.topic, channel=channel, **where,
                           message_handler=functools.partial(handle, channel),
                           max_in_flight=args.max_in_flight, max_tries=0)
                for channel in args.channel]
