@@ -24,7 +24,9 @@ Record = dict[str, object]
 class ClientProcess:
     def __init__(self, script: str, args: list[str], workdir: Path) -> None:
         self.script = script
-        self.argv = [sys.executable, str(CLIENTS_DIR / script), *args]
+        # a Python script of CLIENTS_DIR, or a program's path (go-nsq's client)
+        program = [sys.executable, str(CLIENTS_DIR / script)] if script.endswith(".py") else [script]
+        self.argv = [*program, *args]
         self.stderr_path = workdir / f"{Path(script).stem}-{os.getpid()}-{id(self)}.stderr"
         self._records: list[Record] = []
         self._lock = threading.Lock()

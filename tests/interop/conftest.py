@@ -8,6 +8,7 @@ import pytest
 
 from tests.conftest import Servers
 from tests.interop.client_process import Clients
+from tests.interop.gonsq import gonsq_client
 from tests.servers import Nsqd
 
 
@@ -22,3 +23,9 @@ def clients(tmp_path: Path) -> Iterator[Clients]:
 def shared_nsqd(module_servers: Servers) -> Nsqd:
     """One nsqd (default flags) for a whole module; every test uses its own topic."""
     return module_servers.nsqd()
+
+
+@pytest.fixture(scope="session")
+def gonsq() -> Path:
+    """go-nsq's client program (built once per version of its sources)."""
+    return gonsq_client()
