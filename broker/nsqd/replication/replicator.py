@@ -13,6 +13,7 @@ backup's snapshot."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import time
@@ -82,7 +83,7 @@ class Replicator:
         self.links = {peer: PeerLink(self.node, peer,
                                      max_buffered=o.replication_buffer_bytes,
                                      on_frame=self._from_backup,
-                                     greeting=lambda peer=peer: self._greeting(peer),  # type: ignore[misc]
+                                     greeting=functools.partial(self._greeting, peer),
                                      generation=self._generation)
                       for peer in self.backups}
         # every peer pings us through its own link: heard[peer] is when we last heard it.
