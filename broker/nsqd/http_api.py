@@ -22,6 +22,8 @@ from .diskqueue import DiskQueueError
 from .drain import DrainRefused
 from .handoff import parse_targets
 from .group_commit import SyncError
+from .options import MAX_TOPIC_REPLICAS
+from .replication.topic_counts import TopicCountError
 from .replication.tracker import ReplicationError
 from .http_head import RequestHead
 from .http_server import BodyUnreadable, HttpRequest, PrebuiltReply, refusal, split_target
@@ -375,7 +377,17 @@ class HttpApi:
         return name
 
     async def topic_create(self, request: HttpRequest) -> None:
-        self.nsqd.get_topic(self._topic_from_query(query(request)))
+        params = query(request)
+        name = self._topic_from_query(params)
+        replicas = first(params, "replicas")  # beyond NSQ: the topic's own number of copies
+        if replicas is not None:
+            if not replicas.isdigit() or not 1 <= int(replicas) <= MAX_TOPIC_REPLICAS:
+                raise HttpError(400, "INVALID_ARG_REPLICAS")
+            try:
+                self.nsqd.set_topic_replicas(name, int(replicas))
+            except TopicCountError as e:
+                raise HttpError(400, f"INVALID_ARG_REPLICAS: {e}") from None
+        self.nsqd.get_topic(name)
 
     async def topic_delete(self, request: HttpRequest) -> None:
         self.nsqd.delete_topic(self._existing_topic_name(request, validate=False))

@@ -114,7 +114,7 @@ class NSQD:
         self.persisted_count: int | None = None  # messages written to disk by stop()
         self.drain = Drain(self)
         self.replicator: Replicator | None = None
-        if options.topic_replicas > 1:
+        if options.replication_on:  # some topic may be replicated (by default, by flag or by the HTTP API)
             from .replication.replicator import Replicator
             self.replicator = Replicator(self)
 
@@ -293,6 +293,25 @@ class NSQD:
         self._persist_metadata_soon(topic.ephemeral)
         if topic.replicated and self.replicator is not None:
             self.replicator.topic_deleted(name)
+        if self.replicator is not None:
+            self.replicator.topic_gone(name)
+
+    def set_topic_replicas(self, name: str, count: int) -> None:
+        """``name``'s own number of copies (POST /topic/create?replicas=); a
+        ``TopicCountError`` says why not (replication off, too many, fixed by a flag, the
+        topic holds messages)."""
+        if self.replicator is None:
+            if count > 1:
+                from .replication.topic_counts import TopicCountError
+                raise TopicCountError("replication is off on this nsqd: it runs without --replication-address")
+            return
+        if self.replicator.set_count(name, count) and name in self.topics:
+            topic = self.topics[name]
+            topic.replicated = self.replicator.replicates(name)
+            for channel in topic.channels.values():
+                if not channel.ephemeral:
+                    channel.on_finished = self.replicator.finished if topic.replicated else None
+                    channel.on_requeued = self.replicator.requeued if topic.replicated else None
 
     def empty_topic(self, name: str) -> None:
         topic = self.topics[name]

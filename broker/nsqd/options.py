@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from nsq_protocol.flags import Duration
 from nsq_protocol.host_port import BroadcastHost, DialAddress, ListenAddress, OptionalDialAddress
 from nsq_protocol.logfmt import LOG_LEVELS, normalize_level
+from nsq_protocol.names import is_ephemeral, is_valid_topic_name
 
 
 def _default_node_id() -> int:
@@ -80,7 +81,13 @@ class NsqdOptions(BaseModel):
     topic_replicas: int = Field(
         1, ge=1, le=5, description="(beyond NSQ) nsqds holding each message of a non-ephemeral topic: "
         "the one it was published to and the next ones in --replication-peer order; a publish is "
-        "answered once a majority of them holds it (1: no replication)")
+        "answered once a majority of them holds it (1: no replication); --topic-replicas-for and "
+        "POST /topic/create?replicas= choose a topic's own")
+    topic_replicas_for: list[str] = Field(
+        default_factory=list, json_schema_extra=_flag("topic-replicas-for"),
+        description="(beyond NSQ) <topic>:<n>, a topic's own number of copies (1 to 5), instead of "
+        "--topic-replicas (may be given multiple times or comma separated); a count above 1 needs "
+        "--replication-address and --replication-peer")
     replication_timeout: Duration = Field(
         5.0, gt=0, description="(beyond NSQ) a publish no majority of replicas acknowledged in this "
         "long fails (E_PUB_FAILED); the message may still be delivered")
@@ -201,23 +208,47 @@ class NsqdOptions(BaseModel):
     @field_validator("replication_peers", mode="before")
     @classmethod
     def _split_peers(cls, value: object) -> object:
-        items = [value] if isinstance(value, str) else value
-        if not isinstance(items, list):
-            return value
-        return [part.strip() for item in items for part in str(item).split(",") if part.strip()]
+        return _split_list(value)
+
+    @field_validator("topic_replicas_for", mode="before")
+    @classmethod
+    def _split_topic_replicas(cls, value: object) -> object:
+        return _split_list(value)
+
+    @field_validator("topic_replicas_for")
+    @classmethod
+    def _topic_replicas(cls, values: list[str]) -> list[str]:
+        parse_topic_replicas(values)  # raises with the first entry at fault
+        return values
+
+    @property
+    def topic_replica_counts(self) -> dict[str, int]:
+        """--topic-replicas-for as topic -> copies."""
+        return parse_topic_replicas(self.topic_replicas_for)
+
+    @property
+    def replication_on(self) -> bool:
+        """Whether this nsqd runs the replication listener and links: some topic may be
+        replicated (the default, a topic's own count, or later through the HTTP API,
+        which needs the peers given)."""
+        return (bool(self.replication_address) or self.topic_replicas > 1
+                or any(n > 1 for n in self.topic_replica_counts.values()))
 
     @model_validator(mode="after")
     def _replication(self) -> "NsqdOptions":
-        if self.topic_replicas == 1:
+        if not self.replication_on:
             return self
+        widest = max([self.topic_replicas, *self.topic_replica_counts.values()])
         if not self.replication_address:
-            raise ValueError("topic-replicas above 1 needs a replication-address")
+            what = "topic-replicas" if self.topic_replicas > 1 else "topic-replicas-for with a count"
+            raise ValueError(f"{what} above 1 needs a replication-address")
         if self.replication_address not in self.replication_peers:
             raise ValueError("replication-address must be one of the replication-peer addresses")
         if len(set(self.replication_peers)) != len(self.replication_peers):
             raise ValueError("replication-peer addresses must differ")
-        if len(self.replication_peers) < self.topic_replicas:
-            raise ValueError(f"topic-replicas {self.topic_replicas} needs as many replication-peer addresses")
+        if len(self.replication_peers) < widest:
+            raise ValueError(f"{widest} replicas of a topic need as many replication-peer addresses "
+                             f"(there are {len(self.replication_peers)})")
         return self
 
     @model_validator(mode="after")
@@ -242,6 +273,39 @@ class NsqdOptions(BaseModel):
     @property
     def auth_enabled(self) -> bool:
         return bool(self.auth_http_addresses)
+
+
+MAX_TOPIC_REPLICAS = 5
+
+
+def _split_list(value: object) -> object:
+    """A repeated flag whose values may each be comma separated."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list):
+        return value
+    return [part.strip() for item in items for part in str(item).split(",") if part.strip()]
+
+
+def parse_topic_replicas(entries: list[str]) -> dict[str, int]:
+    """``["orders:3", "audit:1"]`` -> ``{"orders": 3, "audit": 1}``; a ValueError names
+    the entry at fault (not <topic>:<n>, a bad or ephemeral topic name, a count outside
+    1..5, a topic given twice)."""
+    counts: dict[str, int] = {}
+    for entry in entries:
+        topic, sep, count = entry.rpartition(":")
+        if not sep or not topic:
+            raise ValueError(f"topic-replicas-for {entry!r}: expected <topic>:<n>, e.g. orders:3")
+        if not is_valid_topic_name(topic):
+            raise ValueError(f"topic-replicas-for {entry!r}: {topic!r} is not a valid topic name")
+        if is_ephemeral(topic):
+            raise ValueError(f"topic-replicas-for {entry!r}: an ephemeral topic is never replicated")
+        if not count.strip().isdigit() or not 1 <= int(count) <= MAX_TOPIC_REPLICAS:
+            raise ValueError(f"topic-replicas-for {entry!r}: the count must be a whole number from 1 to "
+                             f"{MAX_TOPIC_REPLICAS}")
+        if topic in counts:
+            raise ValueError(f"topic-replicas-for: topic {topic!r} is given twice")
+        counts[topic] = int(count)
+    return counts
 
 
 # flags nsqd still accepts and ignores (name -> takes no value)

@@ -105,8 +105,10 @@ class NsqdAdmin(_HttpApi):
     async def multi_publish(self, topic: str, bodies: Sequence[bytes]) -> None:
         await self._call("POST", "/mpub", {"topic": topic, "binary": "true"}, encode_mpub_body(bodies))
 
-    async def create_topic(self, topic: str) -> None:
-        await self._call("POST", "/topic/create", {"topic": topic})
+    async def create_topic(self, topic: str, replicas: int | None = None) -> None:
+        """``replicas`` (our nsqd only, beyond NSQ): the topic's own number of copies; an
+        nsqd refuses a change while the topic holds messages (AdminError 400)."""
+        await self._call("POST", "/topic/create", {"topic": topic, "replicas": replicas})
 
     async def delete_topic(self, topic: str) -> None:
         await self._call("POST", "/topic/delete", {"topic": topic})

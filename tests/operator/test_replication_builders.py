@@ -184,3 +184,26 @@ def test_the_status_fits_the_crd() -> None:
     assert NsqCluster.from_body(body).spec.nsqd.replicated is not None
     wire = status.wire()
     assert wire["owners"] == [{"pod": "p-0", "inSync": ["p-0", "x"], "catchingUp": [], "behind": [], "missing": []}]
+
+
+def test_per_topic_runs_the_peers_with_one_copy_by_default_and_nsqd_reads_them() -> None:
+    """replicas 1 with perTopic: the nsqds run their replication links, every topic has one
+    copy unless its NsqTopic asks for more; nsqd accepts the flags."""
+    spec = {"nsqd": {"replicas": 3, "replication": {"replicas": 1, "perTopic": True}}}
+    args = _container(build_cluster(cluster(**spec)))["args"]
+    assert f"--replication-peer={PEERS}" in args and "--topic-replicas=1" in args
+    flags = [a.replace("$(POD_NAME)", "demo-nsqd-1") for a in args
+             if a.startswith(("--replication", "--topic-replicas"))]
+    options = load_options(flags)
+    assert isinstance(options, NsqdOptions) and options.replication_on and options.topic_replicas == 1
+    held, problem = hold_membership(cluster(nsqd={"replicas": 4, "replication": {"replicas": 1, "perTopic": True}}),
+                                    {"spec": {"replicas": 3}}, [])
+    assert problem is not None and problem.reason == MEMBERSHIP_FIXED and held.spec.nsqd.replicas == 3
+
+
+def test_a_topic_of_fewer_copies_counts_the_first_backups_only() -> None:
+    report = {"backups": [_backup("x"), _backup("y")]}
+    status = judge.summarize(2, ["p-0"], {"p-0": report}, {"x": "p-1", "y": "p-2"}, topic_copies=2)
+    assert status.owners[0].in_sync == ["p-0", "p-1"] and status.in_sync == 2
+    alone = judge.summarize(1, ["p-0"], {"p-0": report}, {}, topic_copies=1)
+    assert alone.owners[0].in_sync == ["p-0"] and alone.replicas == 1

@@ -38,7 +38,7 @@ PULL_TIMEOUT = 5.0  # a survivor's copies it is asked for during an adoption
 async def adopt(r: "Replicator", owner: str) -> None:
     generation = r.store.generation(owner)
     r.backup_side.fence(owner, generation)
-    others = [b for b in ring.backups_of(owner, r.peers, r.replicas)
+    others = [b for b in ring.backups_of(owner, r.peers, r.widest)
               if b != r.node and r.alive(b) and b in r.pinger]
     await asyncio.gather(*(_pull(r, peer, owner, generation) for peer in others))
     count, copies = _deliver(r, owner)
@@ -90,6 +90,8 @@ def _deliver(r: "Replicator", owner: str) -> tuple[int, list["asyncio.Future[Non
                 item = Live(item.entry, None)
             _put(topic, item, now_ms)
         count += len(live)
+        if not r.replicates(topic_name):  # one copy of this topic here: ours alone
+            continue
         for start in range(0, len(live), PULL_BATCH):
             copies.append(r.replicate_entries(topic_name, [item.entry for item in live[start:start + PULL_BATCH]]))
         for channel in topic.channels:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable
 
 from . import wire
 from .generations import Generations
@@ -146,12 +146,14 @@ def pull_answer(store: ReplicaStore, owner: str) -> list[bytes]:
     return [wire.pulled(owner, frame) for frame in shard_frames(store, owner)]
 
 
-def shard_frames(store: ReplicaStore, owner: str) -> list[bytes]:
-    """What ``store`` holds of ``owner``, as frames: per topic its channels, its messages,
-    what each channel finished, what is paused and what was requeued with a delay
-    (applied in that order, they rebuild the same shard)."""
+def shard_frames(store: ReplicaStore, owner: str, topics: Iterable[str] | None = None) -> list[bytes]:
+    """What ``store`` holds of ``owner`` (of ``topics`` only, when given), as frames: per
+    topic its channels, its messages, what each channel finished, what is paused and what
+    was requeued with a delay (applied in that order, they rebuild the same shard)."""
     out = []
-    for topic, shard in store.shards.get(owner, {}).items():
+    shards = store.shards.get(owner, {})
+    for topic in list(shards) if topics is None else [t for t in topics if t in shards]:
+        shard = shards[topic]
         out.append(wire.channels(topic, shard.channels))
         entries: list[Entry] = list(shard.messages.values())
         for start in range(0, len(entries), PULL_BATCH):

@@ -13,6 +13,7 @@ backup's snapshot."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import time
@@ -22,11 +23,13 @@ from nsq_protocol.host_port import split_listen_address
 from nsq_protocol.names import is_ephemeral
 
 from ..message import ID_SLICE, item_payload
+from ..options import MAX_TOPIC_REPLICAS
 from . import adoption, ring, wire
 from .backup_server import BackupConnection, BackupSide, shard_frames
 from .generations import Generations
 from .link import PeerLink
 from .store import ReplicaStore
+from .topic_counts import TopicCountError, TopicCounts
 from .tracker import AckTracker
 from .wire import Entry, Frame, Kind
 
@@ -41,6 +44,16 @@ EMPTY_BATCH = 65536  # IDs in one EMPTY frame (1 MiB)
 STARTUP_SILENCE = 2  # failover timeouts a node with an empty data path waits before joining
 
 
+class _Route:
+    """Where one topic's copies go: the first ``count - 1`` backups of the ring."""
+    __slots__ = ("links", "peers", "need")
+
+    def __init__(self, links: tuple[PeerLink, ...], count: int) -> None:
+        self.links = links
+        self.peers = tuple(link.peer for link in links)
+        self.need = ring.quorum(count) - 1  # backups that must ack: the owner is one copy
+
+
 class Replicator:
     def __init__(self, nsqd: "NSQD") -> None:
         o = nsqd.options
@@ -48,13 +61,19 @@ class Replicator:
         self.node = o.replication_address
         self.listen_address = o.replication_listen_address
         self.peers: list[str] = list(o.replication_peers)
-        self.replicas = min(o.topic_replicas, len(self.peers))
-        self.need = ring.quorum(self.replicas) - 1  # backups that must ack: the owner is one copy
         self.timeout = o.replication_timeout
         self.failover_timeout = o.replication_failover_timeout
         self.ping_interval = min(0.5, self.failover_timeout / 4)
-        self.backups = ring.backups_of(self.node, self.peers, self.replicas)
         self.store = ReplicaStore(nsqd.data_path, durable=o.sync_before_ack)
+        # each topic's count of copies: the default, its flag, or what the HTTP API set
+        self.counts = TopicCounts(self.store.path, o.topic_replicas, o.topic_replica_counts, len(self.peers))
+        self.replicas = self.counts.default
+        # a link to every peer that may hold copies of some topic: a topic of count k uses
+        # the first k - 1 (so a k = 2 topic's holders are a prefix of a k = 3 topic's),
+        # and adoption follows this order whatever the count
+        self.widest = min(MAX_TOPIC_REPLICAS, len(self.peers))
+        self.backups = ring.backups_of(self.node, self.peers, self.widest)
+        self._routes: dict[str, _Route] = {}
         self.generations = Generations.load(self.store.path)
         self.backup_side = BackupSide(self.store, self.generations, self._heard, lambda name: name in self.heard)
         self.fenced_at_start = False  # this node's messages were adopted while it was away
@@ -63,7 +82,8 @@ class Replicator:
         self._seqs = itertools.count(1)
         self.links = {peer: PeerLink(self.node, peer,
                                      max_buffered=o.replication_buffer_bytes,
-                                     on_frame=self._from_backup, greeting=self._greeting,
+                                     on_frame=self._from_backup,
+                                     greeting=functools.partial(self._greeting, peer),
                                      generation=self._generation)
                       for peer in self.backups}
         # every peer pings us through its own link: heard[peer] is when we last heard it.
@@ -79,7 +99,54 @@ class Replicator:
         self.pinger: dict[str, PeerLink] = {}  # a link to every peer: our backups' and the others', for liveness
 
     def replicates(self, topic_name: str) -> bool:
-        return self.replicas > 1 and not is_ephemeral(topic_name)
+        return self.counts.count(topic_name) > 1
+
+    def _route(self, topic: str) -> _Route:
+        route = self._routes.get(topic)
+        if route is None:
+            count = self.counts.count(topic)
+            route = self._routes[topic] = _Route(tuple(self.links[p] for p in self.backups[:count - 1]), count)
+        return route
+
+    def set_count(self, name: str, count: int) -> bool:
+        """``name`` gets ``count`` copies from now on; whether its replication changed.
+        Refused (``TopicCountError``) while the topic holds messages here: those were
+        acknowledged with the copies of the old count."""
+        self.counts.check(name, count)
+        old = self.counts.count(name)
+        topic = self.nsqd.topics.get(name)
+        if old == count:
+            self.counts.set(name, count)
+            return False
+        if topic is not None and (_holds_messages(topic) or self.store.held_topic(self.node, name)):
+            raise TopicCountError(f"topic {name} holds messages: its number of copies changes only while it "
+                                  f"is empty (its messages were acknowledged with {old})")
+        before = self._route(name)
+        self.counts.set(name, count)
+        self._routes.pop(name, None)
+        after = self._route(name)
+        if topic is not None:
+            forget = [wire.channels(name, []), wire.pause(name, "", False)]
+            for link in before.links:
+                if link not in after.links:  # it holds no copy of the topic from now on
+                    for frame in forget:
+                        link.send_after(frame)
+            if count == 1:
+                self._own(Frame(Kind.CHANNELS, topic=name), forget[0])
+                self._own(Frame(Kind.PAUSE, topic=name), forget[1])
+            else:
+                greeting = self._topic_greeting(name)
+                for link in after.links:
+                    if link not in before.links:
+                        for frame in greeting:
+                            link.send_after(frame)
+        log.info("REPLICATION: TOPIC(%s): %d replicas (was %d)", name, count, old)
+        return True
+
+    def topic_gone(self, name: str) -> None:
+        """A deleted topic: made again later, it gets the default count unless told."""
+        self.counts.forget(name)
+        self._routes.pop(name, None)
 
     # -- start and stop -----------------------------------------------------------
     async def start(self) -> None:
@@ -98,7 +165,7 @@ class Replicator:
         except OSError as error:
             hint = "" if self.listen_address else " (--replication-listen-address binds another address)"
             raise OSError(error.errno, f"replication listener on {listen}: {error.strerror or error}{hint}") from error
-        log.info("REPLICATION: listening on %s, %d replicas of each topic, backups %s, generation %d",
+        log.info("REPLICATION: listening on %s, %d replicas of a topic by default, backups %s, generation %d",
                  self.node, self.replicas, ", ".join(self.backups) or "none", self.generations.own)
         # every peer must hear from us, backups or not, to know we are alive
         for peer in self.peers:
@@ -167,24 +234,25 @@ class Replicator:
         defer_until = int((time.time() + defer) * 1000) if defer > 0 else 0
         frame = wire.append_fresh(seq, topic, payloads, defer_until)
         self._own(Frame(Kind.APPEND, seq, topic=topic, entries=[Entry(p, defer_until) for p in payloads]), frame)
-        return self._send_append(seq, frame)
+        return self._send_append(topic, seq, frame)
 
     def replicate_entries(self, topic: str, entries: list[Entry]) -> "asyncio.Future[None]":
         """Copies of messages this node took over (each keeps its due time)."""
         seq = next(self._seqs)
         frame = wire.append(seq, topic, entries)
         self._own(Frame(Kind.APPEND, seq, topic=topic, entries=entries), frame)
-        return self._send_append(seq, frame)
+        return self._send_append(topic, seq, frame)
 
-    def _send_append(self, seq: int, frame: bytes) -> "asyncio.Future[None]":
-        for link in self.links.values():
+    def _send_append(self, topic: str, seq: int, frame: bytes) -> "asyncio.Future[None]":
+        route = self._route(topic)
+        for link in route.links:
             link.send_append(seq, frame)
-        return self.tracker.add(seq, self.need, tuple(self.links), time.monotonic() + self.timeout)
+        return self.tracker.add(seq, route.need, route.peers, time.monotonic() + self.timeout)
 
     def finished(self, topic: str, channel: str, ids: list[bytes]) -> None:
         frame = wire.fin(topic, channel, ids)
         self._own(Frame(Kind.FIN, topic=topic, channel=channel, ids=ids), frame)
-        for link in self.links.values():
+        for link in self._route(topic).links:
             link.send_after(frame)
 
     def channels_changed(self, topic: str) -> None:
@@ -200,7 +268,7 @@ class Replicator:
     def _send(self, frame: Frame, raw: bytes) -> None:
         """A change of the channels' state, to the backups in order with the messages."""
         self._own(frame, raw)
-        for link in self.links.values():
+        for link in self._route(frame.topic).links:
             link.send_after(raw)
 
     def _empty(self, topic: str, channel: str, ids: list[bytes]) -> None:
@@ -264,19 +332,27 @@ class Replicator:
             return None
         return [c for c in topic.channels if not is_ephemeral(c)]
 
-    def _greeting(self) -> list[bytes]:
+    def _greeting(self, peer: str) -> list[bytes]:
+        """What a fresh connection to ``peer`` starts with: the channels (and pauses) of
+        the topics whose copies it holds."""
         out = []
         for name in list(self.nsqd.topics):
-            names = self._channel_names(name) if self.replicates(name) else None
-            if names is not None:
-                out.append(wire.channels(name, names))
-                self._own(Frame(Kind.CHANNELS, topic=name, channels=names), out[-1])
-                # what is paused too: a backup whose copies were dropped (this node's
-                # generation moved on) or a new one learns it here
-                topic = self.nsqd.topics[name]
-                for channel in [""] * topic.paused + [c for c in names if topic.channels[c].paused]:
-                    out.append(wire.pause(name, channel, True))
-                    self._own(Frame(Kind.PAUSE, topic=name, channel=channel, paused=True), out[-1])
+            if self.replicates(name) and peer in self._route(name).peers:
+                out += self._topic_greeting(name)
+        return out
+
+    def _topic_greeting(self, name: str) -> list[bytes]:
+        names = self._channel_names(name)
+        if names is None:
+            return []
+        out = [wire.channels(name, names)]
+        self._own(Frame(Kind.CHANNELS, topic=name, channels=names), out[-1])
+        # what is paused too: a backup whose copies were dropped (this node's
+        # generation moved on) or a new one learns it here
+        topic = self.nsqd.topics[name]
+        for channel in [""] * topic.paused + [c for c in names if topic.channels[c].paused]:
+            out.append(wire.pause(name, channel, True))
+            self._own(Frame(Kind.PAUSE, topic=name, channel=channel, paused=True), out[-1])
         return out
 
     def _from_backup(self, peer: str, frame: Frame) -> None:
@@ -305,7 +381,8 @@ class Replicator:
         link = self.links.get(peer)
         if link is not None and link.needs_snapshot(frame.keeps_log):
             seq = next(self._seqs)
-            snapshot = [wire.reset(), *shard_frames(self.store, self.node), wire.synced(seq)]
+            held = [topic for topic in self.store.shards.get(self.node, {}) if peer in self._route(topic).peers]
+            snapshot = [wire.reset(), *shard_frames(self.store, self.node, held), wire.synced(seq)]
             log.info("REPLICATION: %s holds nothing of ours or missed frames: sending a snapshot "
                      "of %d live messages", peer, self.store.held(self.node))
             link.send_snapshot(snapshot, seq)
@@ -353,7 +430,9 @@ class Replicator:
                 # (the owner's HELLO in that generation is refused until then)
                 if self.alive(owner) and not self.generations.refuses(owner, self.store.generation(owner)):
                     continue
-                if ring.adopter(owner, self.peers, self.replicas, self.alive) == self.node:
+                # whatever a topic's count, its holders are a prefix of the owner's ring:
+                # the first live one of the widest ring holds every topic any live one does
+                if ring.adopter(owner, self.peers, self.widest, self.alive) == self.node:
                     self._adopting.add(owner)
                     self.nsqd.watch(asyncio.get_running_loop().create_task(self._adopt(owner)),
                                     f"REPLICATION: adoption of {owner}")
@@ -370,19 +449,24 @@ class Replicator:
 
     # -- stats ------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
+        topics = {name: self.counts.count(name) for name in self.nsqd.topics if not is_ephemeral(name)}
+        widest = max([self.replicas, *topics.values()])  # the backups some topic here uses
         return {
             "node": self.node,
             "replicas": self.replicas,
             "quorum": ring.quorum(self.replicas),
+            "topic_replicas": topics,
             "waiting_publishes": len(self.tracker),
             "generation": self.generations.own,
             "live_own": self.store.held(self.node),
             "backups": [{"peer": peer, "connected": link.connected, "state": link.state,
                          "acked_through": link.unacked.acked_through,
                          "lag_frames": link.lag, "missed_frames": link.unacked.missed, "connects": link.connects}
-                        for peer, link in self.links.items()],
+                        for peer, link in self.links.items() if peer in self.backups[:widest - 1]],
             "peers": [{"peer": peer, "alive": self.alive(peer)} for peer in self.peers],
             "held_copies": {owner: self.store.held(owner) for owner in self.store.shards if owner != self.node},
+            "held_topics": {owner: {topic: len(shard) for topic, shard in shards.items() if len(shard)}
+                            for owner, shards in self.store.shards.items() if owner != self.node},
             "adopted": dict(self.adopted),
             "fenced": dict(self.generations.announced),
         }
@@ -391,6 +475,10 @@ class Replicator:
 
 def _nothing() -> None:
     pass
+
+
+def _holds_messages(topic: "Topic") -> bool:
+    return bool(topic.depth) or any(c.depth or len(c.in_flight) or len(c.deferred) for c in topic.channels.values())
 
 
 def _queued_ids(topic: "Topic") -> list[bytes] | None:

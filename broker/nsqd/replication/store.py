@@ -151,6 +151,10 @@ class ReplicaStore:
     def held(self, owner: str) -> int:
         return sum(len(s) for s in self.shards.get(owner, {}).values())
 
+    def held_topic(self, owner: str, topic: str) -> int:
+        shard = self.shards.get(owner, {}).get(topic)
+        return 0 if shard is None else len(shard)
+
     # -- commits ----------------------------------------------------------------
     def after_commit(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` once everything applied so far is written (and fsynced in

@@ -96,6 +96,23 @@ def topic_replicas_of(pod: Mapping[str, Any]) -> int:
     return 1
 
 
+def replication_peers_of(pod: Mapping[str, Any]) -> list[str]:
+    """The --replication-peer list a pod's nsqd runs with (empty without)."""
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        if container.get("name") != labels.NSQD:
+            continue
+        for arg in container.get("args") or []:
+            if str(arg).startswith("--replication-peer="):
+                return [p for p in str(arg).split("=", 1)[1].split(",") if p]
+    return []
+
+
+def replication_on_of(pod: Mapping[str, Any]) -> bool:
+    """Whether a pod (or pod template) runs its nsqd with replication peers: some of its
+    topics may be replicated, whatever its default --topic-replicas."""
+    return replication_address_of(pod) is not None
+
+
 def replication_address_of(pod: Mapping[str, Any]) -> str | None:
     """The --replication-address a pod's nsqd runs with (``$(POD_NAME)`` filled in); None without."""
     name = (pod.get("metadata") or {}).get("name") or ""

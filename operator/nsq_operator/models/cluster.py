@@ -61,10 +61,15 @@ class ReplicationSpec(CrdModel):
     failover_timeout: NonZeroDuration = Field(
         "3s", description="an nsqd its peers have not heard from this long is lost: its first live backup delivers "
                           "its messages (nsqd's --replication-failover-timeout)")
+    per_topic: bool = Field(
+        False, description="run the nsqds with their replication peers even when replicas is 1, so that an NsqTopic "
+                           "may ask for copies of its own (its spec.replicas); with replicas above 1 they always do. "
+                           "The number of nsqds is then fixed as with replicas above 1")
 
     @property
     def enabled(self) -> bool:
-        return self.replicas > 1
+        """Whether the nsqds run with their peers (some topic may be replicated)."""
+        return self.replicas > 1 or self.per_topic
 
 
 class NsqdSpec(CrdModel):
@@ -96,7 +101,7 @@ class NsqdSpec(CrdModel):
 
     @model_validator(mode="after")
     def _replicas_within_nsqds(self) -> "NsqdSpec":
-        if self.replicated is not None and self.replicated.replicas > self.replicas:
+        if self.replicated is not None and 1 < self.replicated.replicas > self.replicas:
             raise ValueError(REPLICAS_WITHIN_NSQDS["message"])
         return self
 

@@ -21,7 +21,9 @@ class OwnerCopies(CrdModel):
 
 
 class ReplicationStatus(CrdModel):
-    replicas: int = Field(1, description="copies wanted of each message (spec.nsqd.replication.replicas)")
+    replicas: int = Field(1, description="copies wanted of each message: on an NsqTopic the topic's own count "
+                                         "(its spec.replicas, else the cluster's default), on the NsqCluster the "
+                                         "default its nsqds run with (spec.nsqd.replication.replicas)")
     in_sync: int = Field(0, description="copies in sync, over every owner")
     catching_up: int = Field(0, description="copies catching up")
     behind: int = Field(0, description="copies behind (older messages missing)")

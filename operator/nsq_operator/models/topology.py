@@ -34,6 +34,12 @@ class NsqTopicSpec(CrdModel):
     cluster: str = CLUSTER_NAME
     topic_name: TopicName | None = Field(None, description="the NSQ topic; metadata.name when unset")
     paused: bool = Field(False, description="stop delivering the topic's messages to its channels")
+    replicas: int | None = Field(
+        None, ge=1, le=5,
+        description="copies of each message of this topic, on as many nsqds (1: not replicated); the cluster's "
+                    "spec.nsqd.replication.replicas when unset. Above 1 it needs replication on in the NsqCluster "
+                    "(replicas above 1 or perTopic) and at most as many nsqds; otherwise the Ready condition says "
+                    "so. nsqd changes a topic's count only while the topic is empty on it")
     deletion_policy: DeletionPolicy = Field("Retain", description="on deletion of this object: Retain keeps the topic on the nsqds, Delete removes it")
     delete_with_messages: bool = Field(False, description="with deletionPolicy Delete: delete the topic even while it holds messages (they are lost)")
 

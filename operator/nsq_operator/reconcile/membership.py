@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from ..kube.pods import topic_replicas_of
+from ..kube.pods import replication_on_of
 from ..models import NsqCluster
 from .health import Problem
 
@@ -22,7 +22,7 @@ MEMBERSHIP_FIXED = "ReplicaChangeRefused"
 def replicating(statefulset: Mapping[str, Any] | None, pods: Iterable[Mapping[str, Any]]) -> bool:
     """Whether any nsqd runs (or its StatefulSet would make one run) with replicated topics."""
     template = ((statefulset or {}).get("spec") or {}).get("template") or {}
-    return topic_replicas_of(template) > 1 or any(topic_replicas_of(p) > 1 for p in pods)
+    return replication_on_of(template) or any(replication_on_of(p) for p in pods)
 
 
 def hold_membership(cluster: NsqCluster, statefulset: Mapping[str, Any] | None,
@@ -42,8 +42,8 @@ def hold_membership(cluster: NsqCluster, statefulset: Mapping[str, Any] | None,
         why = (f"spec.nsqd.replicas {wanted} is not applied: with replicated topics "
                f"(spec.nsqd.replication.replicas {cluster.spec.nsqd.replication.replicas if cluster.spec.nsqd.replication else 1}) every nsqd keeps the same "
                f"fixed list of its {running} peers, so the number of nsqds stays {running}; to change it, set "
-               f"spec.nsqd.replication.replicas to 1, wait for the roll, change spec.nsqd.replicas, then turn "
-               f"replication on again")
+               f"spec.nsqd.replication.replicas to 1 (and perTopic to false), wait for the roll, change "
+               f"spec.nsqd.replicas, then turn replication on again")
     else:
         why = (f"spec.nsqd.replicas {wanted} waits: nsqds still run with replicated topics and their fixed list of "
                f"{running} peers; the number of nsqds changes once every nsqd runs without replication")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from ..builders import names
-from ..kube.pods import is_serving, replication_address_of, tls_secret_of, topic_replicas_of
+from ..kube.pods import is_serving, replication_address_of, replication_on_of, tls_secret_of, topic_replicas_of
 from ..models import ReplicationStatus
 from ..models.cluster import ClusterRef
 from ..runtime import Runtime
@@ -21,8 +21,10 @@ class Replication:
     reports: dict[str, dict[str, Any] | None]  # pod -> its GET /replication (None: no answer)
     pod_of: dict[str, str]  # replication address -> pod
 
-    def status(self, owners: Iterable[str]) -> ReplicationStatus:
-        return judge.summarize(self.replicas, owners, self.reports, self.pod_of)
+    def status(self, owners: Iterable[str], copies: int | None = None) -> ReplicationStatus:
+        """Over every topic (the widest count an nsqd uses), or for a topic of ``copies``."""
+        return judge.summarize(self.replicas if copies is None else copies, owners, self.reports, self.pod_of,
+                               topic_copies=copies)
 
 
 def replicated_pods(pods: Iterable[Mapping[str, Any]]) -> int:
@@ -30,7 +32,7 @@ def replicated_pods(pods: Iterable[Mapping[str, Any]]) -> int:
 
 
 async def _report(rt: Runtime, cluster: ClusterRef, pod: Mapping[str, Any]) -> dict[str, Any] | None:
-    if not is_serving(pod) or topic_replicas_of(pod) <= 1:
+    if not is_serving(pod) or not replication_on_of(pod):
         return None
     try:
         admin = await rt.nsqd_admin(cluster, pod["metadata"]["name"], tls_secret_of(pod))
@@ -41,11 +43,11 @@ async def _report(rt: Runtime, cluster: ClusterRef, pod: Mapping[str, Any]) -> d
 
 async def read_replication(rt: Runtime, cluster: ClusterRef, pods: list[dict[str, Any]],
                            expected: Iterable[str] = ()) -> Replication | None:
-    """None when no pod runs with replicated topics (nothing is asked of any nsqd then).
+    """None when no pod runs with replication peers (nothing is asked of any nsqd then).
     ``expected``: pod names that should exist (their addresses are named too)."""
-    replicas = replicated_pods(pods)
-    if replicas <= 1:
+    if not any(replication_on_of(p) for p in pods):
         return None
+    replicas = replicated_pods(pods)
     answers = await asyncio.gather(*(_report(rt, cluster, p) for p in pods))
     reports: dict[str, dict[str, Any] | None] = {name: None for name in expected}
     reports.update({p["metadata"]["name"]: answer for p, answer in zip(pods, answers)})

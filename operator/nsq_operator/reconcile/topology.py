@@ -3,7 +3,7 @@ act once on an empty request, report counts per node; and the deletion per polic
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Awaitable, Callable, Iterable
 
 from nsq_protocol.names import is_ephemeral
@@ -16,7 +16,8 @@ from ..models.cluster import ClusterRef
 from ..runtime import Runtime
 from ..status import conditions
 from ..status import replication as replica_judge
-from ..topology.converge import converge_channel, converge_topic
+from ..topology.converge import converge_channel, converge_topic, set_replicas
+from ..topology.copies import Copies, topic_copies
 from ..topology.nodes import Fleet, Node, lookupd_admins, nsqd_fleet
 from ..topology.removal import remove_channel, remove_topic
 from ..topology.ownership import nsq_name, winner
@@ -53,18 +54,28 @@ async def _fleet(rt: Runtime, wish: Wish) -> tuple[ClusterRef, Fleet]:
     return cluster, await nsqd_fleet(rt, cluster)
 
 
-async def _replication(rt: Runtime, cluster: ClusterRef, wish: Wish,
-                       counts: list[NodeCounts]) -> ReplicationStatus | None:
-    """A replicated topic's copies on the nsqds that have it (every non-ephemeral topic is
-    replicated when its nsqds run with replication); None for a channel, an ephemeral
-    topic, or nsqds without replication."""
+async def _replication(rt: Runtime, cluster: ClusterRef, wish: Wish, counts: list[NodeCounts],
+                       pods: list[dict[str, Any]]) -> ReplicationStatus | None:
+    """A topic's copies on the nsqds that have it, as many as its own count (``wish.replicas``
+    as asked of them); None for a channel, an ephemeral topic, or nsqds without
+    replication."""
     if not isinstance(wish, TopicWish) or is_ephemeral(wish.topic):
         return None
-    pods = await component_pods(rt, cluster, labels.NSQD)
     replication = await read_replication(rt, cluster, pods)
     if replication is None:
         return None
-    return replication.status(sorted((c.pod for c in counts), key=ordinal_of))
+    return replication.status(sorted((c.pod for c in counts), key=ordinal_of), wish.replicas)
+
+
+async def _set_replicas(fleet: Fleet, wish: Wish) -> list[str]:
+    """The topic's own count on every answering nsqd; what they refused."""
+    if not isinstance(wish, TopicWish) or wish.replicas is None:
+        return []
+    refused = await asyncio.gather(*(set_replicas(node, wish) for node in fleet.nodes), return_exceptions=True)
+    for r in refused:
+        if isinstance(r, BaseException) and not isinstance(r, REACH_ERRORS):
+            raise r
+    return [r for r in refused if isinstance(r, str)]
 
 
 async def _on_every_node(fleet: Fleet, act: Callable[[Node], Awaitable[NodeCounts]]) -> tuple[list[NodeCounts], list[str]]:
@@ -107,6 +118,11 @@ async def reconcile_topology(rt: Runtime, body: Any, declared: Iterable[Wish] = 
     if (conflict := _conflict(wish, body, declared)) is not None:
         return conflict
     cluster, fleet = await _fleet(rt, wish)
+    pods = await component_pods(rt, cluster, labels.NSQD)
+    copies = Copies(None)
+    if isinstance(wish, TopicWish):  # its own count, or the cluster's default, as asked of each nsqd
+        copies = topic_copies(wish.replicas, wish.cluster, pods)
+        wish = replace(wish, replicas=copies.ask)
     ensure_current(live, body)  # before any nsqd is told to pause or unpause as this spec says
     previous = dict(body.get("status") or {})
     emptied = previous.get("emptiedRequest")
@@ -117,13 +133,14 @@ async def reconcile_topology(rt: Runtime, body: Any, declared: Iterable[Wish] = 
         await _empty(fleet, wish)
         emptied = requested
         counts, missing = await _on_every_node(fleet, lambda node: converge(node, wish))  # type: ignore[arg-type]
-    replication = await _replication(rt, cluster, wish, counts)
+    refused = await _set_replicas(fleet, wish)
+    replication = await _replication(rt, cluster, wish, counts, pods)
     status = TopologyStatus(
         name=wish.topic if isinstance(wish, TopicWish) else wish.channel,
         observed_generation=body["metadata"].get("generation"),
         depth=sum(c.depth for c in counts), in_flight=sum(c.in_flight for c in counts),
         nodes=sorted(counts, key=lambda c: c.pod), emptied_request=emptied, replication=replication)
-    copies = None if replication is None else replica_judge.unsettled(replication)
+    unplaced = None if replication is None else replica_judge.unsettled(replication)
     unsettled = sorted(c.pod for c in counts if c.paused != wish.paused)  # nsqd did not keep the flag it was given
     if missing:
         verdict = conditions.progressing("NodesUnreachable", f"not yet on {', '.join(sorted(missing))}")
@@ -134,9 +151,14 @@ async def reconcile_topology(rt: Runtime, body: Any, declared: Iterable[Wish] = 
                                          f"{', '.join(unsettled)} although spec.paused is {str(wish.paused).lower()}")
     elif requested and requested != emptied:
         verdict = conditions.progressing("EmptyPending", "emptying waits for every nsqd to answer")
-    elif copies is not None:
+    elif copies.problem is not None:
+        verdict = conditions.degraded("ReplicasNotApplied", copies.problem)
+    elif refused:
+        verdict = conditions.degraded("ReplicasRefused", f"{copies.ask} replicas are not applied on "
+                                                         f"{'; '.join(sorted(refused))}")
+    elif unplaced is not None:
         verdict = conditions.progressing("ReplicasNotInSync", f"on {len(counts)} nsqd; copies not all in place: "
-                                                              f"{copies}")
+                                                              f"{unplaced}")
     elif replication is not None:
         verdict = conditions.ready(f"on {len(counts)} nsqd; {replication.in_sync} copies in sync"
                                    + (f", {replication.behind} behind" if replication.behind else ""))

@@ -10,7 +10,7 @@ from ..builders import labels
 from ..constants import NSQD_CLAIM_TEMPLATE
 from ..kube.client import CONFLICT, INVALID, JSON_PATCH, KubeApiError
 from ..kube.events import post_event
-from ..kube.pods import ordinal_of, topic_replicas_of
+from ..kube.pods import ordinal_of, replication_on_of
 from ..models import NsqCluster, RolloutStatus
 from ..reconcile.cluster import registered_everywhere
 from ..reconcile.replication import read_replication
@@ -97,11 +97,11 @@ class Roller:
         pods = await self.rt.pods(self.cluster.namespace, labels.selector(self.cluster, labels.NSQD))
         expected = [nsqd.pod_name(i) for i in range(nsqd.replicas)]
         present = {p["metadata"]["name"]: p for p in pods}
-        if not any(topic_replicas_of(p) > 1 for p in pods):
+        if not any(replication_on_of(p) for p in pods):
             return None  # replication is off
         if absent := [n for n in expected if n not in present]:
             return f"{', '.join(absent)} does not exist"
-        if any(topic_replicas_of(present[n]) <= 1 for n in expected):
+        if not all(replication_on_of(present[n]) for n in expected):
             return None  # replication is being turned on or off: no full set of copies to wait for
         replication = await read_replication(self.rt, self.cluster.ref, [present[n] for n in expected], expected)
         if replication is None:

@@ -36,19 +36,26 @@ def backup_state(entry: Mapping[str, Any]) -> str:
     return IN_SYNC
 
 
-def owner_copies(pod: str, report: Mapping[str, Any] | None, pod_of: Mapping[str, str]) -> OwnerCopies:
-    """``pod_of``: replication address -> pod name (an address no pod has stays as it is)."""
+def owner_copies(pod: str, report: Mapping[str, Any] | None, pod_of: Mapping[str, str],
+                 topic_copies: int | None = None) -> OwnerCopies:
+    """``pod_of``: replication address -> pod name (an address no pod has stays as it is).
+    ``topic_copies``: a topic's own count: its copies are on the first ``topic_copies - 1``
+    backups the nsqd lists (in ring order); otherwise every backup it lists counts."""
     if report is None:
         return OwnerCopies(pod=pod, missing=[pod])
     found: dict[str, list[str]] = {IN_SYNC: [pod], CATCHING_UP: [], BEHIND: [], MISSING: []}
-    for entry in report.get("backups") or []:
+    backups = list(report.get("backups") or [])
+    if topic_copies is not None:
+        backups = backups[:topic_copies - 1]
+    for entry in backups:
         found[backup_state(entry)].append(pod_of.get(str(entry.get("peer")), str(entry.get("peer"))))
     return OwnerCopies(pod=pod, in_sync=found[IN_SYNC], catching_up=found[CATCHING_UP], behind=found[BEHIND],
                        missing=found[MISSING])
 
 
-def summarize(replicas: int, owners: Iterable[str], reports: Reports, pod_of: Mapping[str, str]) -> ReplicationStatus:
-    rows = [owner_copies(pod, reports.get(pod), pod_of) for pod in owners]
+def summarize(replicas: int, owners: Iterable[str], reports: Reports, pod_of: Mapping[str, str],
+              topic_copies: int | None = None) -> ReplicationStatus:
+    rows = [owner_copies(pod, reports.get(pod), pod_of, topic_copies) for pod in owners]
     return ReplicationStatus(replicas=replicas, owners=rows,
                              in_sync=sum(len(r.in_sync) for r in rows),
                              catching_up=sum(len(r.catching_up) for r in rows),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from nsq_client.errors import AdminError
+
 from ..models import NodeCounts
 from .nodes import Node
 from .stats import channel_of, topic_stats
@@ -17,7 +19,7 @@ def _sum(channels: list[dict[str, Any]], key: str) -> int:
 async def converge_topic(node: Node, wish: TopicWish) -> NodeCounts:
     topic = await topic_stats(node.admin, wish.topic)
     if topic is None:
-        await node.admin.create_topic(wish.topic)
+        await create_topic(node, wish)
         topic = await topic_stats(node.admin, wish.topic) or {}
     if bool(topic.get("paused")) != wish.paused:
         await (node.admin.pause_topic(wish.topic) if wish.paused else node.admin.unpause_topic(wish.topic))
@@ -25,6 +27,35 @@ async def converge_topic(node: Node, wish: TopicWish) -> NodeCounts:
     channels = topic.get("channels") or []
     return NodeCounts(pod=node.pod, depth=int(topic.get("depth", 0)), in_flight=_sum(channels, "in_flight_count"),
                       deferred=_sum(channels, "deferred_count"), paused=bool(topic.get("paused")))
+
+
+async def create_topic(node: Node, wish: TopicWish) -> None:
+    """Created with its own number of copies, so that no message is accepted with
+    another; an nsqd that refuses the count (replication off on it) gets the topic with
+    its default, and the NsqTopic's pass reports why."""
+    if wish.replicas is None:
+        await node.admin.create_topic(wish.topic)
+        return
+    try:
+        await node.admin.create_topic(wish.topic, replicas=wish.replicas)
+    except AdminError as e:
+        if e.status != 400:
+            raise
+        await node.admin.create_topic(wish.topic)
+
+
+async def set_replicas(node: Node, wish: TopicWish) -> str | None:
+    """The topic's count of copies on one nsqd (unchanged when it is already so); why
+    nsqd refused it (e.g. the topic holds messages there), None when applied."""
+    if wish.replicas is None:
+        return None
+    try:
+        await node.admin.create_topic(wish.topic, replicas=wish.replicas)
+    except AdminError as e:
+        if e.status != 400:
+            raise
+        return f"{node.pod}: {e.message}"
+    return None
 
 
 async def converge_channel(node: Node, wish: ChannelWish) -> NodeCounts:

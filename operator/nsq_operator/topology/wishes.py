@@ -20,6 +20,7 @@ class TopicWish:
     paused: bool
     owner: str = ""  # the object's name: one NSQ name may be declared by one object only
     created: str = ""  # its creationTimestamp: the oldest declaration of a name wins
+    replicas: int | None = None  # copies asked of each nsqd (spec.replicas; None: nsqd's default)
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,8 @@ def topic_wish(body: Any) -> TopicWish:
     if not is_valid_topic_name(name):
         raise BadSpec(f"metadata.name: {name!r} is not a valid NSQ topic name; set spec.topicName")
     meta = body["metadata"]
-    return TopicWish(spec.cluster, meta["namespace"], name, spec.paused, meta["name"], str(meta.get("creationTimestamp") or ""))
+    return TopicWish(spec.cluster, meta["namespace"], name, spec.paused, meta["name"], str(meta.get("creationTimestamp") or ""),
+                     spec.replicas)
 
 
 def channel_wish(body: Any) -> ChannelWish:
