@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Mapping, Sequence
 
 import pytest
 
+from tests.broker.faults import WrappedNsqd
 from tests.servers import Nsqd, free_port, http, wait_for
 
 
@@ -14,14 +15,20 @@ HOSTS = ("127.0.33.1", "127.0.33.2", "127.0.33.3")
 
 
 class Cluster:
-    def __init__(self, root: Path, replicas: int, **flags: object) -> None:
+    """``wrap``: node index -> a command prefix nsqd runs under (``faults.py``)."""
+
+    def __init__(self, root: Path, replicas: int, wrap: Mapping[int, Sequence[str]] | None = None,
+                 **flags: object) -> None:
         ports = [free_port(host) for host in HOSTS]
         peers = [f"{host}:{port}" for host, port in zip(HOSTS, ports)]
-        self.nodes = [Nsqd(root / f"nsqd{i}", {
-            "replication-address": peer, "replication-peer": ",".join(peers), "topic-replicas": replicas,
-            "replication-failover-timeout": "1s", "replication-timeout": "2s",
-            **{k.replace("_", "-"): v for k, v in flags.items()}}, host=host)
-            for i, (host, peer) in enumerate(zip(HOSTS, peers))]
+        self.nodes: list[Nsqd] = []
+        for i, (host, peer) in enumerate(zip(HOSTS, peers)):
+            node_flags = {"replication-address": peer, "replication-peer": ",".join(peers),
+                          "topic-replicas": replicas, "replication-failover-timeout": "1s",
+                          "replication-timeout": "2s", **{k.replace("_", "-"): v for k, v in flags.items()}}
+            prefix = (wrap or {}).get(i)
+            self.nodes.append(WrappedNsqd(root / f"nsqd{i}", node_flags, host, prefix) if prefix
+                              else Nsqd(root / f"nsqd{i}", node_flags, host=host))
         self.peers = peers
 
     def start(self) -> "Cluster":
@@ -47,8 +54,9 @@ def cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
     """Makes started, connected replicated clusters; stops every one at the end of the test."""
     made: list[Cluster] = []
 
-    def make(replicas: int = 3, **flags: object) -> Cluster:
-        made.append(Cluster(tmp_path, replicas, **flags).start())
+    def make(replicas: int = 3, wrap: Mapping[int, Sequence[str]] | None = None, **flags: object) -> Cluster:
+        made.append(Cluster(tmp_path, replicas, wrap, **flags))
+        made[-1].start()  # stopped at the end even when a node fails to start
         made[-1].wait_connected()
         return made[-1]
     yield make

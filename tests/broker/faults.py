@@ -1,0 +1,76 @@
+"""Syscall-level faults for real nsqd processes, without changing nsqd: a prefix put
+before its command line.
+
+- ``slow_fsync(us)``: strace delays every fsync and fdatasync of nsqd (all its threads)
+  by ``us`` microseconds on entry, as a slow disk would. With ``--seccomp-bpf`` only
+  those calls stop the process; the rest runs at full speed.
+- ``FakeClock``: libfaketime (Debian's ``faketime`` package) preloaded into nsqd, its
+  offset read from a file that ``jump`` rewrites mid-run. ``monotonic=False`` fakes only
+  the wall clock (``time.time``: an NTP step or an operator's ``date -s``); with
+  ``monotonic=True`` CLOCK_MONOTONIC jumps too (what a process sees when its VM was
+  suspended: asyncio's loop and every timeout use it).
+
+``WrappedNsqd`` runs nsqd under such a prefix; kill -9 and stop go to its process
+group, so the wrapper and nsqd end together."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any, Sequence
+
+from tests.servers import Nsqd
+
+STRACE = "/usr/bin/strace"
+FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"  # the threads-safe build
+
+
+def strace_available() -> bool:
+    return Path(STRACE).exists() or shutil.which("strace") is not None
+
+
+def faketime_available() -> bool:
+    return Path(FAKETIME_LIB).exists()
+
+
+def slow_fsync(delay_us: int, log: Path | None = None) -> list[str]:
+    """The command prefix that delays every fsync/fdatasync by ``delay_us``."""
+    return [shutil.which("strace") or STRACE, "-f", "--seccomp-bpf", "-qq", "-o", str(log or "/dev/null"),
+            "-e", "trace=fsync,fdatasync", "-e", f"inject=fsync,fdatasync:delay_enter={delay_us}"]
+
+
+class FakeClock:
+    """An offset from the real clocks, in a file libfaketime re-reads at most every
+    ``FAKETIME_CACHE_DURATION`` (1 s): a ``jump`` is seen by nsqd within a second."""
+
+    def __init__(self, path: Path, *, monotonic: bool) -> None:
+        self.path = Path(path)
+        self.monotonic = monotonic
+        self.offset = 0
+        self._write()
+
+    def _write(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(f"{self.offset:+d}\n")
+        tmp.replace(self.path)  # never read half-written
+
+    def jump(self, seconds: int) -> None:
+        self.offset += seconds
+        self._write()
+
+    def prefix(self) -> list[str]:
+        env = [f"LD_PRELOAD={FAKETIME_LIB}", f"FAKETIME_TIMESTAMP_FILE={self.path}",
+               "FAKETIME_CACHE_DURATION=1"]
+        if not self.monotonic:
+            env.append("FAKETIME_DONT_FAKE_MONOTONIC=1")
+        return ["env", *env]
+
+
+class WrappedNsqd(Nsqd):
+    """nsqd run under ``prefix`` (exec'd in the same process group)."""
+
+    def __init__(self, workdir: Path, flags: dict[str, Any], host: str, prefix: Sequence[str]) -> None:
+        super().__init__(workdir, flags, host=host)
+        self.prefix = list(prefix)
+
+    def argv(self) -> list[str]:
+        return [*self.prefix, *super().argv()]
