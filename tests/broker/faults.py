@@ -74,3 +74,19 @@ class WrappedNsqd(Nsqd):
 
     def argv(self) -> list[str]:
         return [*self.prefix, *super().argv()]
+
+
+def clock_offset(node: Nsqd) -> float:
+    """How far ahead of ours nsqd's wall clock is, read from its HTTP Date header (to
+    the second)."""
+    from email.utils import parsedate_to_datetime
+    import time
+    answer = node.get("/ping")
+    return parsedate_to_datetime(answer.headers["Date"]).timestamp() - time.time()
+
+
+def wait_clock_seen(node: Nsqd, clock: FakeClock, timeout: float = 10.0) -> None:
+    """Until nsqd's clock shows ``clock``'s offset (libfaketime re-reads it within 1 s)."""
+    from tests.servers import wait_for
+    wait_for(lambda: abs(clock_offset(node) - clock.offset) < 3, timeout,
+             message=f"nsqd's clock {clock.offset:+d}s off")

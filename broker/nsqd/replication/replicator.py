@@ -413,12 +413,25 @@ class Replicator:
         if peer in self.heard:
             self.heard[peer] = time.monotonic()  # the start-up grace ends with the first word
 
+    def _not_listening(self, late: float) -> None:
+        """This node itself did not run for ``late`` seconds (a stalled loop, a process
+        stopped, a VM suspended: its monotonic clock jumped on): a peer's silence counts
+        only for the time we were listening, so that its pings, still unread in our
+        sockets, are not taken for its loss."""
+        if late > 0:
+            for peer in self.heard:
+                self.heard[peer] += late
+
     def alive(self, peer: str) -> bool:
         return peer == self.node or time.monotonic() - self.heard.get(peer, 0.0) < self.failover_timeout
 
     async def _tick(self) -> None:
+        last = time.monotonic()
         while True:
             await asyncio.sleep(self.ping_interval)
+            now = time.monotonic()
+            self._not_listening(now - last - self.ping_interval)
+            last = now
             for link in self.pinger.values():
                 link.ping()
             self.tracker.expire(time.monotonic())
