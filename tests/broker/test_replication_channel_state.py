@@ -185,6 +185,12 @@ async def test_a_pause_taken_over_survives_the_adopters_loss_too(cluster) -> Non
     wait_for(lambda: c.replication(2)["held_copies"].get(c.peers[1]) == 10, 20,
              message="the adopted messages re-replicated")
     assert stats(adopter)["twice"]["channels"]["paused"]["paused"] is True
+    # the first owner back (in its next generation) and caught up as the adopter's second
+    # backup: an adoption needs every backup of the lost node heard (a partition's far
+    # side could have acknowledged with the one not heard)
+    owner.start()
+    wait_for(lambda: all(b["state"] == "in_sync" for b in c.replication(1)["backups"]), 20,
+             message="the adopter's backups in sync")
 
     adopter.kill()
     wait_for(lambda: c.replication(2)["adopted"].get(c.peers[1]) == 10, 20, message="the second adoption")

@@ -441,7 +441,14 @@ class Replicator:
                 # copies of a generation fenced here belong to an adoption that began: if
                 # its adopter died before announcing it, the first live backup finishes it
                 # (the owner's HELLO in that generation is refused until then)
-                if self.alive(owner) and not self.generations.refuses(owner, self.store.generation(owner)):
+                begun = self.generations.refuses(owner, self.store.generation(owner))
+                if self.alive(owner) and not begun:
+                    continue
+                # the owner may have got its quorum from any one of its backups: an
+                # adoption must fence every one of them, or a partition's far side goes
+                # on acknowledging what the adoption lacks (and its owner empties it once
+                # it learns of the adoption). A backup unreachable too: wait for it.
+                if not begun and not all(self.alive(b) for b in ring.backups_of(owner, self.peers, self.replicas)):
                     continue
                 # whatever a topic's count, its holders are a prefix of the owner's ring:
                 # the first live one of the widest ring holds every topic any live one does
