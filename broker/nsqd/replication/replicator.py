@@ -448,7 +448,8 @@ class Replicator:
                 # adoption must fence every one of them, or a partition's far side goes
                 # on acknowledging what the adoption lacks (and its owner empties it once
                 # it learns of the adoption). A backup unreachable too: wait for it.
-                if not begun and not all(self.alive(b) for b in ring.backups_of(owner, self.peers, self.replicas)):
+                copies = max([self.replicas, *(self.counts.count(t) for t in self.store.shards.get(owner, {}))])
+                if not begun and not all(self.alive(b) for b in ring.backups_of(owner, self.peers, copies)):
                     continue
                 # whatever a topic's count, its holders are a prefix of the owner's ring:
                 # the first live one of the widest ring holds every topic any live one does
