@@ -2,7 +2,10 @@
 
 Bytes go through the (possibly compressed) stream into a sans-IO CommandDecoder; each
 command runs to completion before the next is decoded. A handler that must wait (AUTH
-asks an HTTP server) returns an awaitable, and decoding resumes when it is done.
+asks an HTTP server) returns an awaitable, and decoding resumes when it is done. A
+publish that waits for its replicas (or, in durable mode, its fsync) does not stop
+decoding: more publishes run behind it and their answers leave in command order
+(owed_answers.py); any other command waits until every answer before it is written.
 Errors are sent as error frames; fatal ones close the connection after the frame.
 
 A consumer's stream is mostly FINs: a run of them is taken from the buffer in one go and
@@ -37,6 +40,7 @@ from nsq_protocol.identify import IdentifyRequest, Negotiated, negotiate
 from .channel import ChannelError
 from .diskqueue import DiskQueueError
 from .group_commit import SyncError
+from .owed_answers import CLOSE_AFTER, OwedAnswers, Waiting
 from .replication.tracker import ReplicationError
 from .client_conn import ClientConn, ClientState
 
@@ -49,6 +53,12 @@ log = logging.getLogger("nsqd")
 Response = bytes | None | Awaitable[bytes | None]
 
 TLS_HANDSHAKE_TIMEOUT = 5.0  # seconds, as nsqd allows
+# publishes a connection may have waiting for their replicas (or fsync) before it stops
+# reading; each holds only a future, its messages are already on the topic
+OWED_ANSWERS_LIMIT = 64
+# what may run while earlier publishes still wait: more publishes; anything else (SUB,
+# IDENTIFY, CLS, ...) waits until every answer before it is written
+PIPELINED = frozenset((b"PUB", b"MPUB", b"DPUB"))
 
 
 class V2Protocol(asyncio.Protocol):
@@ -59,6 +69,10 @@ class V2Protocol(asyncio.Protocol):
         self._magic = b""
         self._decoder = CommandDecoder(nsqd.command_limits, before_body=self._before_body)
         self._busy = False  # an awaitable handler is running; decoding waits
+        self._owed = OwedAnswers(OWED_ANSWERS_LIMIT)
+        # decoding waits for owed answers: too many, or a command that must not pass them
+        self._blocked = False
+        self._held: Command | None = None  # that command, run once they are written
         self._pump_due = False  # the commands processed freed RDY capacity
         self._dead = False
         self._cls_received = False  # a second CLS is an error, as in Go's nsqd
@@ -85,7 +99,7 @@ class V2Protocol(asyncio.Protocol):
         client = self.client
         if (len(data) == FIN_LINE_LENGTH and client is not None and client.channel is not None
                 and data[-1] == 0x0A and data.startswith(b"FIN ") and client.codec is None
-                and not self._busy and self._decoder.at_boundary()
+                and not self._busy and not self._blocked and self._decoder.at_boundary()
                 and client.channel.finish_lone(client, data[4:-1])):
             return  # a consumer with RDY 1 finished its message: its next one is already written
         if client is None:
@@ -109,6 +123,8 @@ class V2Protocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._dead = True
+        self._owed.clear()
+        self._held = None
         if self._heartbeat is not None:
             self._heartbeat.cancel()
             self._heartbeat = None
@@ -180,7 +196,7 @@ class V2Protocol(asyncio.Protocol):
 
     def _arm_heartbeat(self, interval: float) -> None:
         due = self._next_beat
-        if not self._busy:  # a command still running is not the client's silence
+        if not self._busy and not self._owed:  # a command still running is not the client's silence
             due = min(due, self._last_read + 2 * interval)
         delay = max(0.0, due - time.monotonic())
         self._heartbeat = asyncio.get_running_loop().call_later(delay, self._beat)
@@ -193,7 +209,7 @@ class V2Protocol(asyncio.Protocol):
         interval = client.heartbeat_interval
         now = time.monotonic()
         idle = now - self._last_read
-        if idle >= 2 * interval and not self._busy:
+        if idle >= 2 * interval and not self._busy and not self._owed:
             log.error("PROTOCOL(V2): [%s] timed out: no command for %.1fs", client, idle)
             self._close()
             return
@@ -219,7 +235,11 @@ class V2Protocol(asyncio.Protocol):
 
     def _process_commands(self, client: ClientConn) -> None:
         decoder = self._decoder
-        while not self._busy and not self._dead:
+        if self._held is not None and not self._busy and not self._blocked and not self._dead:
+            held, self._held = self._held, None
+            if not self._run(client, held):
+                return
+        while not self._busy and not self._blocked and not self._dead:
             channel = client.channel  # set only by a SUB that passed every check
             if channel is not None and decoder.buffered >= FIN_LINE_LENGTH:
                 fins = decoder.take_fins(channel.in_flight.ids())
@@ -236,22 +256,90 @@ class V2Protocol(asyncio.Protocol):
                     continue
             try:
                 cmd = decoder.next_command()
-                if cmd is None:
-                    return
-                result = self._exec(cmd)
             except ProtocolError as err:
                 self._send_error(err)
                 if err.fatal:
                     return
                 continue
-            if isinstance(result, (bytes, type(None))):
-                if result is not None:
-                    client.write_frame(FRAME_RESPONSE, result)
-                continue
-            self._busy = True
+            if cmd is None:
+                return
+            if self._owed and cmd.name not in PIPELINED:
+                self._held = cmd
+                self._block()
+                return
+            if not self._run(client, cmd):
+                return
+
+    def _run(self, client: ClientConn, cmd: Command) -> bool:
+        """One decoded command; False once decoding must stop (a fatal error, or a
+        handler to wait for)."""
+        try:
+            result = self._exec(cmd)
+        except ProtocolError as err:
+            self._send_error(err)
+            return not err.fatal
+        if isinstance(result, (bytes, type(None))):
+            if result is not None:
+                self._respond(encode_frame(FRAME_RESPONSE, result))
+            return True
+        self._busy = True
+        if self.transport is not None:
+            self.transport.pause_reading()
+        asyncio.ensure_future(self._finish_async(result))
+        return False
+
+    def _block(self) -> None:
+        self._blocked = True
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def _respond(self, frame: bytes) -> None:
+        """An answer, written now unless answers owed before it are still waiting."""
+        if self._owed:
+            self._owed.add(frame)
+        else:
+            assert self.client is not None
+            self.client.write(frame)
+
+    def _owe(self, command: str, settled: "asyncio.Future[object]", oks: int) -> None:
+        """``oks`` OKs once ``settled`` resolves (the failure if it fails), after every
+        answer owed before; decoding goes on unless too many are owed."""
+        self._owed.add(Waiting(command, settled, oks))
+        settled.add_done_callback(self._write_settled)
+        if self._owed.full:
+            self._block()
+
+    def _write_settled(self, _settled: object = None) -> None:
+        client = self.client
+        if self._dead or client is None:
+            return
+        for owed in self._owed.take_settled():
+            if isinstance(owed, bytes):
+                client.write(owed)
+            elif isinstance(owed, Waiting):
+                error = owed.settled.exception() if not owed.settled.cancelled() else ReplicationError("cancelled")
+                if error is None:
+                    client.write(_OK_FRAME * owed.oks if owed.oks > 1 else _OK_FRAME)
+                    continue
+                if not isinstance(error, ProtocolError):
+                    error = ProtocolError(_failed(owed.command), f"{owed.command} failed {error}")
+                if not error.fatal:
+                    log.info("PROTOCOL(V2): [%s] %s", client, error)
+                    client.write_frame(FRAME_ERROR, error.wire_text)
+                    continue
+                self._owed.clear()  # what was owed after it is never answered: the connection closes
+                self._held = None
+                self._send_error(error)
+                return
+            else:  # CLOSE_AFTER: a fatal error's frame went just before
+                self._close()
+                return
+        if self._blocked and not (self._owed.full or (self._held is not None and self._owed)):
+            self._blocked = False
+            self._last_read = time.monotonic()  # the read deadline starts again after the commands
             if self.transport is not None:
-                self.transport.pause_reading()
-            asyncio.ensure_future(self._finish_async(result))
+                self.transport.resume_reading()
+            self._process()
 
     def _finish_batch(self, msg_ids: list[bytes]) -> None:
         client = self.client
@@ -269,7 +357,7 @@ class V2Protocol(asyncio.Protocol):
         try:
             result = await pending
             if result is not None:
-                client.write_frame(FRAME_RESPONSE, result)
+                self._respond(encode_frame(FRAME_RESPONSE, result))
         except ProtocolError as err:
             self._send_error(err)
             if err.fatal:
@@ -291,6 +379,13 @@ class V2Protocol(asyncio.Protocol):
         assert client is not None
         level = logging.ERROR if err.fatal else logging.INFO
         log.log(level, "PROTOCOL(V2): [%s] %s", client, err)
+        if self._owed:  # after the answers owed before it; nothing is read meanwhile
+            self._owed.add(encode_frame(FRAME_ERROR, err.wire_text))
+            if err.fatal:
+                self._owed.add(CLOSE_AFTER)
+                self._held = None
+                self._block()
+            return
         client.write_frame(FRAME_ERROR, err.wire_text)
         if err.fatal:
             self._close()
@@ -556,14 +651,17 @@ class V2Protocol(asyncio.Protocol):
             raise ProtocolError(_failed(command), f"{command} failed {e}") from None
         client.published(topic_name, len(bodies))
         synced = nsqd.durable_barrier()
-        if replicated is not None:
-            if synced is None and not self._busy and isinstance(replicated, asyncio.Future):
-                self._answer_once_replicated(command, replicated, 1)
-                return None
-            return self._ok_once_replicated(command, synced, replicated)
-        if synced is None:
+        if replicated is None and synced is None:
             return OK
-        return self._ok_once_synced(command, _failed(command), synced)
+        if synced is None and isinstance(replicated, asyncio.Future) and not self._busy:
+            self._owe(command, replicated, 1)  # the quorum's own future: no task per publish
+            return None
+        settling = (self._ok_once_synced(command, _failed(command), synced) if replicated is None
+                    else self._ok_once_replicated(command, synced, replicated))
+        if self._busy:  # run by an awaited handler (after AUTH), which awaits this itself
+            return settling
+        self._owe(command, asyncio.ensure_future(settling), 1)
+        return None
 
     def _publish_run(self, topic_bytes: bytes, bodies: list[bytes]) -> None:
         """Consecutive PUBs to one topic: one batch when nothing can refuse any of them,
@@ -581,7 +679,7 @@ class V2Protocol(asyncio.Protocol):
             if not topic.exiting and topic.put_in_memory(nsqd.new_payloads(bodies)):
                 count = len(bodies)
                 client.published(topic_name, count)
-                client.write(_OK_FRAME * count if count > 1 else _OK_FRAME)
+                self._respond(_OK_FRAME * count if count > 1 else _OK_FRAME)
                 return
         for body in bodies:
             try:
@@ -589,8 +687,8 @@ class V2Protocol(asyncio.Protocol):
             except ProtocolError as err:
                 self._send_error(err)
                 return
-            assert isinstance(result, bytes)  # no durable mode here: nothing to wait for
-            client.write_frame(FRAME_RESPONSE, result)
+            if result is not None:  # None: owed until its replicas hold it
+                self._respond(encode_frame(FRAME_RESPONSE, result))
 
     def _publish_replicated_run(self, topic: "Topic", bodies: list[bytes]) -> None:
         """Consecutive PUBs to a replicated topic: copied as one batch, each answered OK
@@ -604,33 +702,7 @@ class V2Protocol(asyncio.Protocol):
             return
         assert isinstance(replicated, asyncio.Future)
         client.published(topic.name, len(bodies))
-        self._answer_once_replicated("PUB", replicated, len(bodies))
-
-    def _answer_once_replicated(self, command: str, replicated: "asyncio.Future[None]", oks: int) -> None:
-        """Read no further command until a quorum holds the messages, then answer ``oks``
-        OKs (or the failure) and go on: a callback, not a task, for each publish."""
-        self._busy = True
-        if self.transport is not None:
-            self.transport.pause_reading()
-        replicated.add_done_callback(lambda done: self._replicated(command, done, oks))
-
-    def _replicated(self, command: str, done: "asyncio.Future[None]", oks: int) -> None:
-        self._busy = False
-        self._last_read = time.monotonic()  # the read deadline starts again after the command
-        client = self.client
-        if self._dead or client is None:
-            return
-        error = done.exception() if not done.cancelled() else ReplicationError("cancelled")
-        if error is None:
-            client.write(_OK_FRAME * oks)
-        else:
-            err = ProtocolError(_failed(command), f"{command} failed {error}")
-            self._send_error(err)
-            if err.fatal:
-                return
-        if self.transport is not None:
-            self.transport.resume_reading()
-        self._process()
+        self._owe("PUB", replicated, len(bodies))
 
     async def _ok_once_synced(self, command: str, code: str, synced: Awaitable[None]) -> bytes:
         """Durable mode: OK only once the messages are fsynced (the next group commit)."""
