@@ -584,24 +584,43 @@ def test_a_replicated_nsqd_lost_with_its_disk_is_adopted_and_replaced_under_an_e
     wait_until("NsqChannel orders-audit Ready",
                lambda: is_true(kube, "nsqchannel", "orders-audit", ns, "Ready"), timeout=120, every=2)
     assert copies(kube, "nsqtopic", "orders", ns).get("replicas") == 2
+    # a topic of its own count: on all three nsqds where the cluster's default is two
+    kube.apply(nsq_topic("events", ns, "rep", replicas=3))
+    wait_until("NsqTopic events with its 9 copies in sync", lambda: copies(kube, "nsqtopic", "events", ns).get(
+        "inSync") == 9, timeout=120, every=2, explain=lambda: json.dumps(copies(kube, "nsqtopic", "events", ns)))
+    assert copies(kube, "nsqtopic", "events", ns).get("replicas") == 3
+    for pod in ("rep-nsqd-0", "rep-nsqd-1", "rep-nsqd-2"):
+        assert nsq_exec.nsqd_json(kube, ns, pod, "/replication")["topic_replicas"].get("events") == 3, pod
 
     sent = [f"rep-{i:04d}" for i in range(200)]
+    events = [f"event-{i:04d}" for i in range(50)]
     nsq_exec.publish(kube, ns, "rep-nsqd-0", "orders", sent)  # OK once rep-nsqd-1 holds a copy of each
+    nsq_exec.publish(kube, ns, "rep-nsqd-0", "events", events)
     owner_address = nsq_exec.nsqd_json(kube, ns, "rep-nsqd-0", "/replication")["node"]
-    assert nsq_exec.nsqd_json(kube, ns, "rep-nsqd-1", "/replication")["held_copies"].get(owner_address) == 200
+    held = {pod: nsq_exec.nsqd_json(kube, ns, pod, "/replication")["held_topics"].get(owner_address, {})
+            for pod in ("rep-nsqd-1", "rep-nsqd-2")}
+    wait_until("the third copy of every event", lambda: nsq_exec.nsqd_json(
+        kube, ns, "rep-nsqd-2", "/replication")["held_topics"].get(owner_address, {}).get("events") == 50,
+        timeout=30, every=1)  # the OK waited for one backup of two
+    assert held["rep-nsqd-1"] == {"orders": 200, "events": 50}, held
+    assert "orders" not in held["rep-nsqd-2"], held  # two copies: the owner's and the next one's
 
     # node loss: the claim (its finalizer holds it while the pod runs) and the pod
     kube.run("delete", "pvc", "data-rep-nsqd-0", "-n", ns, "--wait=false")
     kube.run("delete", "pod", "rep-nsqd-0", "-n", ns, "--wait=false")
     wait_until("rep-nsqd-1 to adopt the messages of rep-nsqd-0", lambda: nsq_exec.nsqd_json(
-        kube, ns, "rep-nsqd-1", "/replication")["adopted"].get(owner_address) == 200, timeout=180, every=2)
+        kube, ns, "rep-nsqd-1", "/replication")["adopted"].get(owner_address) == 250, timeout=180, every=2)
     delivered = nsq_exec.consume(kube, ns, "rep-nsqd-1", "orders", "audit", sent, seconds=60)
     print(f"acknowledged {len(sent)}, delivered by the adopter {len(delivered)} "
           f"({len(delivered) - len(set(delivered))} duplicates)")
     assert sorted(set(delivered)) == sorted(sent) and len(delivered) == len(sent)
+    # the topic had no channel: its messages waited in its own queue, and the first channel gets them
+    delivered_events = nsq_exec.consume(kube, ns, "rep-nsqd-1", "events", "late", events, seconds=60)
+    assert sorted(delivered_events) == sorted(events)
 
     # the replacement runs on a new claim, and every copy is in place again
-    wait_until("the copies in sync again", lambda: every_copy_in_sync(kube, "rep", ns, 6),
+    # each nsqd now links to both others, as the widest topic (events) needs: 3 x 3
+    wait_until("the copies in sync again", lambda: every_copy_in_sync(kube, "rep", ns, 9),
                timeout=300, every=2, explain=lambda: namespace_snapshot(kube, ns, operator.namespace)
                + "\n" + json.dumps(copies(kube, "nsqcluster", "rep", ns)))
     claim = kube.get("pvc", "data-rep-nsqd-0", ns)
