@@ -16,7 +16,8 @@ import pytest
 
 from tests.broker import netns
 from tests.broker.checker import Load, check, produce, read_back
-from tests.broker.test_replication_partitions import REPLICATION_PORT, pub_fails
+from tests.broker.netns_cluster import NetnsCluster, netns_cluster
+from tests.broker.test_replication_partitions import pub_fails
 from tests.servers import wait_for
 
 pytestmark = [pytest.mark.timeout(120),
@@ -25,39 +26,14 @@ pytestmark = [pytest.mark.timeout(120),
 MAJORITY, MINORITY = (0, 1, 2), (3, 4)
 
 
-class Cluster:
-    def __init__(self, root: Path, spaces: netns.Namespaces) -> None:
-        self.spaces = spaces
-        self.peers = [f"{ip}:{REPLICATION_PORT}" for ip in spaces.ips]
-        self.nodes = [netns.NetnsNsqd(root / f"nsqd{i}", {
-            "replication-address": peer, "replication-peer": ",".join(self.peers), "topic-replicas": 3,
-            "replication-failover-timeout": "1s", "replication-timeout": "2s", "sync-before-ack": "true"},
-            name, ip) for i, (name, ip, peer) in enumerate(zip(spaces.names, spaces.ips, self.peers))]
-
-    def replication(self, i: int) -> dict:
-        return self.nodes[i].get_json("/replication")
-
-    def in_sync(self) -> bool:
-        return all(b["state"] == "in_sync" for i in range(5) for b in self.replication(i)["backups"])
-
-
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    spaces = netns.Namespaces(5)
-    c = Cluster(tmp_path, spaces)
-    try:
-        for node in c.nodes:
-            node.start()
-        wait_for(c.in_sync, 15, message="every nsqd connected to its backups")
+def cluster(tmp_path: Path) -> Iterator[NetnsCluster]:
+    with netns_cluster(tmp_path, 5, sync_before_ack="true") as c:
         yield c
-    finally:
-        for node in c.nodes:
-            node.stop()
-        spaces.close()
 
 
 async def test_a_minority_cut_off_refuses_what_it_cannot_replicate_and_nothing_acknowledged_is_lost(
-        cluster: Cluster) -> None:
+        cluster: NetnsCluster) -> None:
     c = cluster
     for node in c.nodes:
         node.post("/topic/create?topic=orders")

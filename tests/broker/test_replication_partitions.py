@@ -12,42 +12,16 @@ import pytest
 
 from tests.broker import netns
 from tests.broker.load import Consumer, V2Connection, publish
+from tests.broker.netns_cluster import NetnsCluster, netns_cluster
 from tests.servers import wait_for
 
 pytestmark = [pytest.mark.timeout(120),
               pytest.mark.skipif(not netns.available(), reason="needs root, ip and iptables")]
 
-REPLICATION_PORT = 4153
-
-
-class Cluster:
-    def __init__(self, root: Path, spaces: netns.Namespaces) -> None:
-        self.spaces = spaces
-        self.peers = [f"{ip}:{REPLICATION_PORT}" for ip in spaces.ips]
-        self.nodes = [netns.NetnsNsqd(root / f"nsqd{i}", {
-            "replication-address": peer, "replication-peer": ",".join(self.peers), "topic-replicas": 3,
-            "replication-failover-timeout": "1s", "replication-timeout": "2s"}, name, ip)
-            for i, (name, ip, peer) in enumerate(zip(spaces.names, spaces.ips, self.peers))]
-
-    def replication(self, i: int) -> dict:
-        return self.nodes[i].get_json("/replication")
-
-
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    spaces = netns.Namespaces(3)
-    c = Cluster(tmp_path, spaces)
-    try:
-        for node in c.nodes:
-            node.start()
-        for i in range(3):
-            wait_for(lambda: all(b["connected"] for b in c.replication(i)["backups"]), 15,
-                     message=f"nsqd {i} connected to its backups")
+def cluster(tmp_path: Path) -> Iterator[NetnsCluster]:
+    with netns_cluster(tmp_path, 3) as c:
         yield c
-    finally:
-        for node in c.nodes:
-            node.stop()
-        spaces.close()
 
 
 async def pub_fails(address: str, topic: str, body: bytes) -> bytes:
@@ -60,7 +34,7 @@ async def pub_fails(address: str, topic: str, body: bytes) -> bytes:
         await conn.close()
 
 
-async def test_an_owner_cut_off_from_its_backups_loses_no_acknowledged_message(cluster: Cluster) -> None:
+async def test_an_owner_cut_off_from_its_backups_loses_no_acknowledged_message(cluster: NetnsCluster) -> None:
     owner, adopter, _ = cluster.nodes
     owner.post("/topic/create?topic=orders")
     owner.post("/channel/create?topic=orders&channel=billing")
@@ -96,7 +70,7 @@ async def test_an_owner_cut_off_from_its_backups_loses_no_acknowledged_message(c
     assert duplicates <= len(acked)  # bounded by what the owner held at the partition
 
 
-async def test_a_backup_cut_off_lags_and_catches_up_on_healing(cluster: Cluster) -> None:
+async def test_a_backup_cut_off_lags_and_catches_up_on_healing(cluster: NetnsCluster) -> None:
     owner = cluster.nodes[0]
     cluster.spaces.cut(0, 2)
     bodies = [b"q-%05d" % i for i in range(500)]
