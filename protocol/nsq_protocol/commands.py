@@ -341,6 +341,10 @@ class CommandDecoder:
         """Everything fed so far is decoded: the next byte starts a command."""
         return self._pending is None and len(self._buf) <= self._pos
 
+    def knows_topic(self, name: bytes) -> bool:
+        """``name`` was checked as a PUB or MPUB topic on this stream before."""
+        return name in self._valid_topics
+
     def __iter__(self) -> Iterable[Command]:
         while (cmd := self.next_command()) is not None:
             yield cmd
