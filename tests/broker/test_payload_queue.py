@@ -23,6 +23,7 @@ operation = st.one_of(
     st.tuples(st.just("popleft")),
     st.tuples(st.just("popleft_many"), st.integers(0, 40)),
     st.tuples(st.just("popleft_fresh"), st.integers(1, 40)),
+    st.tuples(st.just("popleft_fresh_one")),
     st.tuples(st.just("pop")),
 )
 
@@ -66,6 +67,9 @@ def test_any_mix_of_operations_gives_what_a_deque_gives(ops: list[tuple]) -> Non
                 expected.append(model.popleft())
             batches = queue.popleft_fresh(op[1])
             assert all(batches) and [p for batch in batches for p in batch] == expected
+        elif kind == "popleft_fresh_one":
+            fresh = bool(model) and not isinstance(model[0], Message)
+            assert queue.popleft_fresh_one() == (model.popleft() if fresh else None)
         assert len(queue) == len(model) and bool(queue) == bool(model)
         assert list(map(same, queue)) == list(map(same, model))
         assert queue.head_is_fresh() == (bool(model) and not isinstance(model[0], Message))
