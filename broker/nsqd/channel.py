@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from nsq_protocol.names import is_ephemeral
 
 from .backend import Backend, DiscardingBackend
+from .client_conn import ClientState
 from .deferrals import DeferralStore
 from .durable_queue import DurableDiskQueue
 from .e2e_latency import LatencyWindow
@@ -410,18 +411,26 @@ class Channel:
         FIN on a replicated topic, whose backups the general path tells."""
         if self.on_finished is not None:
             return False
-        spent = self.in_flight.finish_lone(msg_id, client.id)
+        in_flight = self.in_flight
+        spent = in_flight.finish_lone(msg_id, client.id)
         if spent is None:
             return False
-        client.finished_lone()
+        # once per delivery: ClientConn.finished_lone and has_lone_room, and the queue's
+        # popleft_fresh_one, read and written here without the calls
+        client.finish_count += 1
+        in_flight_count = client.in_flight_count = max(0, client.in_flight_count - 1)
         memory = self.memory
-        if (memory.length and not self._with_room and client.has_lone_room() and not client.sample_rate
-                and not (self.paused or self.exiting or self.backend.depth) and self.e2e_latency is None
-                and memory.head_is_fresh()):
-            payload: Payload = memory.popleft()  # type: ignore[assignment]
-            self._from_backend = True  # memory took its turn, as in _deliver
-            self.in_flight.push_lone(spent, payload, client.id, time.monotonic(), client.msg_timeout)
-            client.send_lone(payload)
+        if (memory.length and not self._with_room and client.ready_count - in_flight_count == 1
+                and client.state == ClientState.SUBSCRIBED and not client.write_paused and not client.sample_rate
+                and not (self.paused or self.exiting or self.backend.depth) and self.e2e_latency is None):
+            payload = memory.popleft_fresh_one()
+            if payload is not None:
+                self._from_backend = True  # memory took its turn, as in _deliver
+                in_flight.push_lone(spent, payload, client.id, time.monotonic(), client.msg_timeout)
+                client.send_lone(payload)
+                return True
+            client.room_may_have_grown()
+            self.pump()
         else:
             client.room_may_have_grown()
             self.pump()

@@ -142,7 +142,10 @@ class ClientConn:
             return
         frame = bytearray(FRAME_HEADER.pack(len(payload) + 4, FRAME_MESSAGE))
         frame += payload
-        ATTEMPTS.pack_into(frame, _ATTEMPTS_IN_FRAME, min(payload_attempts(payload) + 1, MAX_ATTEMPTS))
+        if payload[8] or payload[9]:  # delivered before (read back with its attempts)
+            ATTEMPTS.pack_into(frame, _ATTEMPTS_IN_FRAME, min(payload_attempts(payload) + 1, MAX_ATTEMPTS))
+        else:  # never delivered: attempts 0 becomes 1, its low byte set without a pack
+            frame[_ATTEMPTS_IN_FRAME + 1] = 1
         if self._out or self._holds or self.codec is not None:
             self._out += frame
             if not self._holds:

@@ -75,6 +75,29 @@ class PayloadQueue:
             self._runs -= 1
         return payload
 
+    def popleft_fresh_one(self) -> Payload | None:
+        """The first message when it is a bare payload (taken), else None (nothing taken):
+        ``head_is_fresh`` and ``popleft`` in one call, for a consumer with RDY 1."""
+        entries = self._entries
+        if not entries:
+            return None
+        head = entries[0]
+        cls = head.__class__
+        if cls is PayloadRun:
+            start = head.start  # type: ignore[union-attr]
+            offsets = head.offsets  # type: ignore[union-attr]
+            payload = head.blob[offsets[start]:offsets[start + 1]]  # type: ignore[union-attr]
+            head.start = start + 1  # type: ignore[union-attr]
+            if head.start == head.stop:  # type: ignore[union-attr]
+                entries.popleft()
+                self._runs -= 1
+        elif cls is Message:
+            return None
+        else:
+            payload = entries.popleft()  # type: ignore[assignment]
+        self.length -= 1
+        return payload  # type: ignore[return-value]
+
     def popleft_many(self, count: int) -> list[Item]:
         """Up to ``count`` messages from the front."""
         entries = self._entries

@@ -17,6 +17,7 @@ from array import array
 from itertools import accumulate, chain, islice, repeat
 from typing import Iterator, Sequence, overload
 
+from nsq_protocol.commands import SameSizeBodies
 from nsq_protocol.message import MESSAGE_HEADER
 
 from .guid import SEQUENCE_HEX, IdRun
@@ -100,6 +101,8 @@ class PayloadRun(Sequence[Payload]):
 def encode_run(timestamp: int, ids: list[IdRun], bodies: Sequence[bytes]) -> PayloadRun:
     """Fresh payloads for ``bodies`` in order, built straight into one run: one
     timestamp, IDs from consecutive runs of sequence numbers (as ``encode_payloads``)."""
+    if bodies.__class__ is SameSizeBodies and len(ids) == 1:
+        return _encode_same_size(timestamp, ids[0], bodies)  # type: ignore[arg-type]
     head = MESSAGE_HEADER.pack(timestamp, 0)
     parts: list[bytes] = []
     done = 0
@@ -110,6 +113,38 @@ def encode_run(timestamp: int, ids: list[IdRun], bodies: Sequence[bytes]) -> Pay
         done += len(seqs)
     offsets = array("I", accumulate(map(MESSAGE_OVERHEAD.__add__, map(len, bodies)), initial=0))
     return PayloadRun(b"".join(parts), offsets)
+
+
+_HEX = b"0123456789abcdef"
+# the ID's last 3 hex digits (the sequence) as three columns, each indexed by sequence
+_SEQUENCE_COLUMNS = tuple(bytes(_HEX[(seq >> shift) & 15] for seq in range(len(SEQUENCE_HEX))) for shift in (8, 4, 0))
+_SEQUENCE_AT = MESSAGE_OVERHEAD - 3  # where the sequence's hex digits start in a payload
+
+
+def _encode_same_size(timestamp: int, ids: IdRun, bodies: SameSizeBodies) -> PayloadRun:
+    """``encode_run`` of an MPUB whose messages have one size, with no Python step per
+    message: the bodies come out of the MPUB in one ``struct`` unpack, every payload's
+    header (timestamp, attempts 0, the ID with sequence digits 000) is the separator of
+    one join, and the IDs' three sequence digits are then columns a payload apart,
+    written by strided slices. Byte for byte what the general path builds."""
+    count = bodies.count
+    stride = bodies.size + MESSAGE_OVERHEAD
+    head = MESSAGE_HEADER.pack(timestamp, 0) + ids.prefix + b"000"
+    blob = bytearray(head)
+    blob += head.join(bodies.bodies())
+    first = ids.sequences.start
+    for at, column in enumerate(_SEQUENCE_COLUMNS, _SEQUENCE_AT):
+        blob[at::stride] = column[first:first + count]
+    offsets = _OFFSETS.get((count, stride))
+    if offsets is None:
+        if len(_OFFSETS) >= 64:
+            _OFFSETS.clear()
+        offsets = _OFFSETS[count, stride] = array("I", range(0, count * stride + 1, stride))
+    return PayloadRun(bytes(blob), offsets)
+
+
+# a run's offsets are never changed (its windows share them): one array per batch shape
+_OFFSETS: dict[tuple[int, int], array] = {}
 
 
 Payloads = list[Payload] | PayloadRun  # a batch of fresh payloads as the topic and channels pass it on

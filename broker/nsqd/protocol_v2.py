@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import struct
 import time
 from typing import TYPE_CHECKING, Awaitable, Callable, Sequence
 
@@ -30,12 +31,14 @@ from nsq_protocol.commands import (
     check_sub_params,
     parse_base10,
     parse_message_id,
+    parse_mpub_body,
 )
 from nsq_protocol.compression import DeflateCodec, SnappyCodec
 from nsq_protocol.errors import ProtocolError
 from nsq_protocol.frames import FRAME_ERROR, FRAME_RESPONSE, encode_frame
 from nsq_protocol.gotext import raw
 from nsq_protocol.identify import IdentifyRequest, Negotiated, negotiate
+from nsq_protocol.names import MAX_NAME_LENGTH
 
 from .channel import ChannelError
 from .diskqueue import DiskQueueError
@@ -102,6 +105,9 @@ class V2Protocol(asyncio.Protocol):
                 and not self._busy and not self._blocked and self._decoder.at_boundary()
                 and client.channel.finish_lone(client, data[4:-1])):
             return  # a consumer with RDY 1 finished its message: its next one is already written
+        if (self._pub_runs and client is not None and data.startswith(_LONE_PUBLISHES)
+                and self._publish_lone(client, data)):
+            return  # a publisher that waits for each answer: published and answered
         if client is None:
             self._magic += data
             if len(self._magic) < 4:
@@ -690,6 +696,60 @@ class V2Protocol(asyncio.Protocol):
             if result is not None:  # None: owed until its replicas hold it
                 self._respond(encode_frame(FRAME_RESPONSE, result))
 
+    def _publish_lone(self, client: ClientConn, data: bytes) -> bool:
+        """A read that is exactly one whole PUB or MPUB to a topic already checked on this
+        stream, as a publisher waiting for each OK sends it (Go's ``bench_writer``, a
+        synchronous producer): published and answered without the command loop. False,
+        with nothing done, for anything else (a read holding less or more, a first
+        publish to the topic, a body the checks would refuse, compression, TLS still to
+        come, a replicated or new topic, answers still owed to earlier publishes, which
+        this one's must follow), which the general path decodes as usual."""
+        decoder = self._decoder
+        if (client.codec is not None or self._busy or self._blocked or self._owed or self._held is not None
+                or self._dead or not decoder.at_boundary() or (self._tls_required and not client.tls)):
+            return False
+        mpub = data[0] == 0x4D  # M
+        at = 5 if mpub else 4
+        nl = data.find(b"\n", at, at + MAX_NAME_LENGTH + 1)
+        if nl < 0 or nl + 5 > len(data):
+            return False
+        name = data[at:nl]
+        if not decoder.knows_topic(name):
+            return False
+        (size,) = _SIZE.unpack_from(data, nl + 1)
+        if nl + 5 + size != len(data):
+            return False
+        limits = decoder.limits
+        bodies: Sequence[bytes]
+        if mpub:
+            if not 0 < size <= limits.max_body_size:
+                return False
+            if size > 8 and _ONE_MESSAGE.unpack_from(data, nl + 5) == (1, size - 8) and size - 8 <= limits.max_msg_size:
+                bodies = (data[nl + 13:],)  # an MPUB of one message (bench_writer -batch-size=1)
+            else:
+                try:
+                    bodies = parse_mpub_body(data[nl + 5:], limits.max_msg_size, limits.max_body_size)
+                except ProtocolError:
+                    return False  # the general path refuses it, with its error
+        else:
+            if not 0 < size <= limits.max_msg_size:
+                return False
+            bodies = (data[nl + 5:],)
+        topic_name = name.decode("ascii")
+        topic = self.nsqd.topics.get(topic_name)
+        if topic is None or topic.replicated:
+            return False
+        client.hold_flush()  # the answer leaves in one write when this is done
+        try:
+            result = self._publish("MPUB" if mpub else "PUB", topic_name, bodies, 0.0)
+            assert result is OK  # not durable (_pub_runs), not replicated: nothing to wait for
+            client.write(_OK_FRAME)
+        except ProtocolError as err:
+            self._send_error(err)
+        finally:
+            client.release_flush()
+        return True
+
     def _publish_replicated_run(self, topic: "Topic", bodies: list[bytes]) -> None:
         """Consecutive PUBs to a replicated topic: copied as one batch, each answered OK
         once a quorum holds the batch; the connection reads on after that."""
@@ -744,6 +804,9 @@ class V2Protocol(asyncio.Protocol):
 
 
 _OK_FRAME = encode_frame(FRAME_RESPONSE, OK)
+_LONE_PUBLISHES = (b"MPUB ", b"PUB ")
+_SIZE = struct.Struct(">i")
+_ONE_MESSAGE = struct.Struct(">ii")  # an MPUB body's count and first size
 
 # the handlers are the class's functions, not each connection's bound methods: a dict of
 # those would be one more per connection and a cycle through it

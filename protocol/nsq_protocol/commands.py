@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import struct
 from dataclasses import dataclass
-from typing import Callable, Container, Iterable, Sequence
+from typing import Callable, Container, Iterable, Iterator, Sequence
 
 from .errors import (
     E_BAD_BODY,
@@ -122,11 +122,13 @@ def parse_message_id(value: bytes) -> bytes:
 
 
 def parse_mpub_body(body: bytes | memoryview, max_msg_size: int,
-                    max_body_size: int | None = None) -> list[bytes]:
+                    max_body_size: int | None = None) -> "list[bytes] | SameSizeBodies":
     """``[count:int32]([size:int32][bytes])*`` into message bodies, with nsqd's checks.
 
     With ``max_body_size``, a count that could not fit in a body that big (each message
-    takes at least 5 bytes after the 4-byte count) is ``E_BAD_BODY``, as in nsqd.
+    takes at least 5 bytes after the 4-byte count) is ``E_BAD_BODY``, as in nsqd. A batch
+    whose messages all have one size comes back as :class:`SameSizeBodies` (a sequence
+    equal to the list), which leaves the bodies in the MPUB's body until one is asked for.
     """
     if type(body) is not bytes:  # slices of an immutable bytes are the only copies made
         body = bytes(body)
@@ -142,9 +144,70 @@ def parse_mpub_body(body: bytes | memoryview, max_msg_size: int,
     return _each_body(body, count, max_msg_size)
 
 
-def _same_size_bodies(body: bytes, count: int, max_msg_size: int) -> list[bytes] | None:
+class SameSizeBodies(Sequence[bytes]):
+    """The bodies of an MPUB whose messages all have one size, left where they are in the
+    MPUB's body (``data``, its 4-byte count first): message ``i``'s body starts at
+    ``8 + i * (size + 4)``. Sliced out only when asked for (indexing, iterating); nsqd's
+    publish encodes the payloads straight from ``data`` (``nsqd.payload_run``). Equal to
+    a list or tuple of the same bodies."""
+
+    __slots__ = ("data", "count", "size")
+
+    def __init__(self, data: bytes, count: int, size: int) -> None:
+        self.data = data
+        self.count = count
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def,override]
+        if isinstance(index, slice):
+            return list(self.bodies()[index])
+        if index < 0:
+            index += self.count
+        if not 0 <= index < self.count:
+            raise IndexError("MPUB body index out of range")
+        start = 8 + index * (self.size + 4)
+        return self.data[start:start + self.size]
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.bodies())
+
+    def bodies(self) -> Sequence[bytes]:
+        """Every body, sliced with no Python step per message: by one ``struct`` unpack
+        (its format cached per count and size), or for a very long batch by ``map``."""
+        count, size = self.count, self.size
+        if count <= _MAX_UNPACKED:
+            unpacker = _UNPACKERS.get((count, size))
+            if unpacker is None:
+                if len(_UNPACKERS) >= _MAX_UNPACKERS:
+                    _UNPACKERS.clear()
+                unpacker = _UNPACKERS[count, size] = struct.Struct(f">4x{f'4x{size}s' * count}")
+            return unpacker.unpack_from(self.data)
+        data, stride, end = self.data, size + 4, len(self.data)
+        return list(map(data.__getitem__, map(slice, range(8, end, stride), range(8 + size, end + 1, stride))))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (SameSizeBodies, list, tuple)):
+            return list(self.bodies()) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable-looking, like a list
+
+    def __repr__(self) -> str:
+        return f"SameSizeBodies({self.count} x {self.size} bytes)"
+
+
+# an unpacker's format is one "4x<size>s" per message: compiled once per (count, size)
+_UNPACKERS: dict[tuple[int, int], struct.Struct] = {}
+_MAX_UNPACKERS = 64
+_MAX_UNPACKED = 4096
+
+
+def _same_size_bodies(body: bytes, count: int, max_msg_size: int) -> SameSizeBodies | None:
     """The bodies of an MPUB whose messages all have one size (fixed-size records, a
-    benchmark's batches), sliced with no Python step per message; None when they do not,
+    benchmark's batches), checked with no Python step per message; None when they do not,
     or when anything is wrong (``_each_body`` then reads them, and finds the error).
 
     The messages are ``stride`` bytes apart, so each byte of their size fields is a column
@@ -159,7 +222,7 @@ def _same_size_bodies(body: bytes, count: int, max_msg_size: int) -> list[bytes]
     for column in range(4, 8):
         if body[column:end:stride].count(body[column]) != count:
             return None
-    return list(map(body.__getitem__, map(slice, range(8, end, stride), range(8 + size, end + 1, stride))))
+    return SameSizeBodies(body, count, size)
 
 
 def _each_body(body: bytes, count: int, max_msg_size: int) -> list[bytes]:
@@ -277,6 +340,10 @@ class CommandDecoder:
     def at_boundary(self) -> bool:
         """Everything fed so far is decoded: the next byte starts a command."""
         return self._pending is None and len(self._buf) <= self._pos
+
+    def knows_topic(self, name: bytes) -> bool:
+        """``name`` was checked as a PUB or MPUB topic on this stream before."""
+        return name in self._valid_topics
 
     def __iter__(self) -> Iterable[Command]:
         while (cmd := self.next_command()) is not None:

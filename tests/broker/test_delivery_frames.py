@@ -70,3 +70,19 @@ def test_every_delivery_is_framed_as_nsq_frames_it(kinds: list[tuple[str, int, i
 def test_a_run_of_equal_fresh_messages_gets_attempts_one_each() -> None:
     items = [fresh(n, 200) for n in range(500)]
     assert deliver(list(items)) == b"".join(expected_frame(p, 1) for p in items)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from([0, 1, 200]), st.sampled_from([0, 1, 255, 256, 0x1234, 0xFFFE, 0xFFFF]), st.booleans())
+def test_a_lone_delivery_is_framed_with_its_attempts_plus_one(size: int, attempts: int, buffered: bool) -> None:
+    """``send_lone`` (RDY 1): attempts 0 gets its low byte set, any other count is packed."""
+    transport = Transport()
+    client = ClientConn(1, transport, msg_timeout=60.0, heartbeat_interval=30.0,  # type: ignore[arg-type]
+                        output_buffer_size=16 * 1024, output_buffer_timeout=0.25)
+    if buffered:
+        client.hold_flush()
+    payload = fresh(7, size, attempts)
+    client.send_lone(payload)
+    if buffered:
+        client.release_flush()
+    assert bytes(transport.written) == expected_frame(payload, min(attempts + 1, 0xFFFF))

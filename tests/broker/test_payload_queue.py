@@ -23,6 +23,7 @@ operation = st.one_of(
     st.tuples(st.just("popleft")),
     st.tuples(st.just("popleft_many"), st.integers(0, 40)),
     st.tuples(st.just("popleft_fresh"), st.integers(1, 40)),
+    st.tuples(st.just("popleft_fresh_one")),
     st.tuples(st.just("pop")),
 )
 
@@ -66,6 +67,9 @@ def test_any_mix_of_operations_gives_what_a_deque_gives(ops: list[tuple]) -> Non
                 expected.append(model.popleft())
             batches = queue.popleft_fresh(op[1])
             assert all(batches) and [p for batch in batches for p in batch] == expected
+        elif kind == "popleft_fresh_one":
+            fresh = bool(model) and not isinstance(model[0], Message)
+            assert queue.popleft_fresh_one() == (model.popleft() if fresh else None)
         assert len(queue) == len(model) and bool(queue) == bool(model)
         assert list(map(same, queue)) == list(map(same, model))
         assert queue.head_is_fresh() == (bool(model) and not isinstance(model[0], Message))
@@ -118,3 +122,28 @@ def test_a_queued_run_costs_its_bytes_and_little_more() -> None:
     finally:
         tracemalloc.stop()
     assert len(queue) == 10_000 and 226 <= per_message < 236
+
+
+@settings(max_examples=300, deadline=None)
+@given(size=st.integers(1, 300), count=st.integers(2, 400), first=st.integers(0, 4095),
+       fill=st.sampled_from([b"\x00", b"\x01", b"\x00\x00\x00\x01", b"x", b"\xff\x00"]))
+def test_an_mpub_of_one_size_encodes_straight_from_its_body_what_separate_bodies_encode(
+        size: int, count: int, first: int, fill: bytes) -> None:
+    """The MPUB's bodies left in its body (``SameSizeBodies``): the run built by one join
+    and strided writes is byte for byte the general path's, for any sequence start in
+    the millisecond (a run never crosses one) and bodies that look like size fields."""
+    from nsq_protocol.commands import SameSizeBodies, encode_mpub_body, parse_mpub_body
+    from nsqd.guid import IdRun
+    bodies = [(fill * size)[:size - 1] + bytes([i % 256]) for i in range(count)]
+    parsed = parse_mpub_body(encode_mpub_body(bodies), 1 << 20)
+    assert type(parsed) is SameSizeBodies and parsed == bodies
+    count = min(count, 4096 - first)
+    ids = [IdRun(b"0123456789abc", range(first, first + count))]
+    if count >= 2:
+        parsed = parse_mpub_body(encode_mpub_body(bodies[:count]), 1 << 20)
+        assert type(parsed) is SameSizeBodies
+    else:
+        parsed = bodies[:count]
+    fused, general = encode_run(1_700_000_000_123_456_789, ids, parsed), encode_run(1_700_000_000_123_456_789, ids, bodies[:count])
+    assert fused.blob == general.blob and list(fused.offsets) == list(general.offsets)
+    assert list(fused) == encode_payloads(1_700_000_000_123_456_789, ids, bodies[:count])

@@ -205,3 +205,21 @@ def test_mpub_bodies_of_one_size_read_as_each_one_in_turn(size: int, count: int,
         for max_msg_size in (size, max(size - 1, 0), 64):
             expected = _each(variant, max_msg_size) if len(variant) >= 4 else "E_BAD_BODY"
             assert _parsed(variant, max_msg_size) == expected
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
+@given(size=st.integers(1, 40), count=st.sampled_from([2, 3, 100, commands._MAX_UNPACKED, commands._MAX_UNPACKED + 1]),
+       index=st.integers(-5000, 5000))
+def test_bodies_of_one_size_left_in_the_mpub_read_as_sliced_ones(size: int, count: int, index: int) -> None:
+    """``SameSizeBodies`` (struct-unpacked, or sliced by ``map`` past the unpackers' limit)
+    gives each body, by index, by slice and in turn, as the general reading does."""
+    bodies = [i.to_bytes(4, "big")[-min(size, 4):].rjust(size, b"-") for i in range(count)]
+    parsed = commands.parse_mpub_body(commands.encode_mpub_body(bodies), 64)
+    assert isinstance(parsed, commands.SameSizeBodies) and len(parsed) == count
+    assert list(parsed) == bodies and parsed == bodies and parsed == tuple(bodies) and parsed != "E_BAD_BODY"
+    assert parsed[1:3] == bodies[1:3]
+    if -count <= index < count:
+        assert parsed[index] == bodies[index]
+    else:
+        with pytest.raises(IndexError):
+            parsed[index]
