@@ -56,11 +56,12 @@ demo: $(BASE)
 	$(PY) -m nsq_local.demo
 
 # Two workers, a test file each at a time (module fixtures stay in one worker): most tests
-# wait on real processes and sockets, so two cores run them in about half the time.
+# wait on real processes and sockets, so two cores run them in about half the time. The
+# longest files start first (tests/run_order.py), not those with the most tests.
 # The slowest tests are listed at the end: the suite must stay under 15 minutes here.
 TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=25 $(TEST_ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 $(TEST_ARGS)
 
 # The newest Python we support, in a venv of its own (found on PATH or in pyenv by
 # .ci/find-python). CI runs this after `make test`, which ran everything on the oldest.

@@ -6,7 +6,13 @@ from typing import Iterator
 
 import pytest
 
+from tests.run_order import longest_first
 from tests.servers import Nsqd, Nsqlookupd, ServerProcess
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items[:] = longest_first(items)
 
 
 class Servers:
