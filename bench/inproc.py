@@ -51,6 +51,7 @@ class NullTransport:
     def __init__(self, keep: bool = False) -> None:
         self.keep = keep
         self.written: list[bytes] = []
+        self.closed = False
 
     def write(self, data: bytes) -> None:
         if self.keep:
@@ -70,7 +71,7 @@ class NullTransport:
         return 0
 
     def is_closing(self) -> bool:
-        return False
+        return self.closed
 
     def pause_reading(self) -> None:
         return None
@@ -79,7 +80,7 @@ class NullTransport:
         return None
 
     def close(self) -> None:
-        return None
+        self.closed = True
 
 
 def publish_command(kind: str, batch: int) -> bytes:

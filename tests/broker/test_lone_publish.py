@@ -6,9 +6,11 @@ answers and the topic's messages compared."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import struct
 import tempfile
+from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -18,43 +20,15 @@ from nsqd.nsqd import NSQD
 from nsqd.options import NsqdOptions
 from nsqd.protocol_v2 import V2Protocol
 
+# bench/inproc.py's in-process transport, loaded from its file as tests/bench does
+_spec = importlib.util.spec_from_file_location("bench_inproc", Path(__file__).resolve().parents[2] / "bench" / "inproc.py")
+assert _spec is not None and _spec.loader is not None
+_inproc = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_inproc)
+
 TOPIC = "lone"
 MAX_MSG = 64
 MAX_BODY = 400
-
-
-class _Transport:
-    def __init__(self) -> None:
-        self.written = bytearray()
-        self.closed = False
-
-    def write(self, data: bytes) -> None:
-        self.written += data
-
-    def writelines(self, chunks: list[bytes]) -> None:
-        for chunk in chunks:
-            self.write(chunk)
-
-    def get_extra_info(self, name: str, default: object = None) -> object:
-        return ("127.0.0.1", 1) if name in ("peername", "sockname") else default
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        return None
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def pause_reading(self) -> None:
-        return None
-
-    def resume_reading(self) -> None:
-        return None
-
-    def close(self) -> None:
-        self.closed = True
 
 
 def _size(n: int) -> bytes:
@@ -88,7 +62,7 @@ async def _run(reads: list[bytes]) -> tuple[bytes, bool, list[bytes]]:
                                 max_msg_size=MAX_MSG, max_body_size=MAX_BODY, mem_queue_size=100000))
         await nsqd.start()
         try:
-            proto, transport = V2Protocol(nsqd), _Transport()
+            proto, transport = V2Protocol(nsqd), _inproc.NullTransport(keep=True)
             proto.connection_made(transport)  # type: ignore[arg-type]
             identify = json.dumps({"client_id": "lone"}).encode()
             proto.data_received(MAGIC_V2 + b"IDENTIFY\n" + _size(len(identify)) + identify)
@@ -101,7 +75,7 @@ async def _run(reads: list[bytes]) -> tuple[bytes, bool, list[bytes]]:
             await asyncio.sleep(0)
             topics = {name: [bytes(p)[26:] for p in topic.memory] for name, topic in nsqd.topics.items()}
             published = [body for name in sorted(topics) for body in [name.encode()] + topics[name]]
-            return bytes(transport.written), transport.closed, published
+            return b"".join(transport.written), transport.closed, published
         finally:
             for name in list(nsqd.topics):
                 nsqd.delete_topic(name)
@@ -148,21 +122,21 @@ async def test_a_lone_publish_behind_an_owed_answer_is_answered_after_it() -> No
         nsqd = NSQD(NsqdOptions(data_path=data_path, tcp_address="127.0.0.1:0", http_address="127.0.0.1:0"))
         await nsqd.start()
         try:
-            proto, transport = V2Protocol(nsqd), _Transport()
+            proto, transport = V2Protocol(nsqd), _inproc.NullTransport(keep=True)
             proto.connection_made(transport)  # type: ignore[arg-type]
             proto.data_received(MAGIC_V2 + commands.pub(TOPIC, b"first"))
             await asyncio.sleep(0)
             ok = b"\x00\x00\x00\x06\x00\x00\x00\x00OK"
-            assert bytes(transport.written) == ok
+            assert b"".join(transport.written) == ok
             owed: asyncio.Future[object] = asyncio.get_running_loop().create_future()
             proto._owe("PUB", owed, 1)  # as a replicated publish leaves it
             proto.data_received(commands.pub(TOPIC, b"second"))
             await asyncio.sleep(0)
-            assert bytes(transport.written) == ok  # nothing may pass the owed answer
+            assert b"".join(transport.written) == ok  # nothing may pass the owed answer
             owed.set_result(None)
             for _ in range(3):  # the future's callback, then the flush it schedules
                 await asyncio.sleep(0)
-            assert bytes(transport.written) == ok * 3
+            assert b"".join(transport.written) == ok * 3
             assert [bytes(p)[26:] for p in nsqd.topics[TOPIC].memory] == [b"first", b"second"]
         finally:
             nsqd.delete_topic(TOPIC)
