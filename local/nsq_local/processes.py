@@ -15,6 +15,8 @@ from pathlib import Path
 
 import aiohttp
 
+from nsq_local.port_reservations import reserve
+
 
 def _ephemeral_ports() -> tuple[int, int]:
     try:
@@ -34,13 +36,14 @@ def free_port(host: str = "127.0.0.1") -> int:
     meant to listen there is restarting (or has not bound it yet), and that start fails.
 
     A port is handed out once per process: a cluster takes all its ports before any node
-    binds one, so a port still free when asked for twice would go to two nodes."""
+    binds one, so a port still free when asked for twice would go to two nodes. Nor is it
+    handed out by another process while this one lives (see ``port_reservations``)."""
     low = _ephemeral_ports()[0]
     candidates = range(max(1024, low - 12000), low)
     with _handed_out_lock:
         for _ in range(200):
             port = random.choice(candidates)
-            if port not in _handed_out and _bindable(host, port):
+            if port not in _handed_out and _bindable(host, port) and reserve(port):
                 break
         else:
             port = _any_port(host)  # nearly all taken: any the kernel gives

@@ -38,3 +38,35 @@ def test_ports_taken_before_any_is_bound_are_all_different() -> None:
     # offered twice went to two nodes and the second one's start failed (seen in CI)
     ports = [free_port("127.0.0.1") for _ in range(1000)]
     assert len(set(ports)) == len(ports)
+
+
+_HOLDER = """
+import sys
+from nsq_local.port_reservations import reserve
+held = [p for p in range(int(sys.argv[1]), int(sys.argv[2])) if reserve(p)]
+print(" ".join(map(str, held)), flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_port_another_process_was_given_is_not_offered_while_it_lives() -> None:
+    # a test restarting its server leaves the port unbound for a moment; another test
+    # worker took it in that moment and the restart failed (seen in CI)
+    import subprocess
+    import sys
+
+    from nsq_local.port_reservations import reserve
+
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(max(1024, low - 12000)), str(low)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None
+        held = {int(p) for p in holder.stdout.readline().split()}
+        assert len(held) > 10000  # all but what this process (and other live ones) hold
+        offered = [free_port("127.0.0.1") for _ in range(5)]
+        assert not set(offered) & held, offered
+        assert not reserve(min(held))
+    finally:
+        holder.communicate("", timeout=10)
+    assert reserve(min(held)), "a reservation outlived its process"
