@@ -94,3 +94,22 @@ def test_help_lists_config_and_version_where_gos_does() -> None:
         program = Path(done.args[0]).name
         gos = help_flags(done.stdout + done.stderr) & {"config", "version"}
         assert gos <= ours[program], f"{program}: Go's -h lists {sorted(gos)}"
+
+
+def test_the_release_read_from_the_dist_info_name_is_what_the_installed_metadata_says(tmp_path: Path) -> None:
+    # nsqd reads its release from the .dist-info directory's name (importing
+    # importlib.metadata costs every start tens of milliseconds); it must agree with the
+    # metadata, and step aside where one path entry is ambiguous
+    import sys
+    from importlib import metadata
+
+    from nsq_protocol import version
+
+    assert RELEASE == metadata.version(DISTRIBUTION) == version._named_by_dist_info(DISTRIBUTION)
+    for name in ("nsq_operator-0.1.0.dist-info", "nsq_operator-0.2.0.dist-info"):
+        (tmp_path / name).mkdir()
+    sys.path.insert(0, str(tmp_path))
+    try:
+        assert version._named_by_dist_info(DISTRIBUTION) is None
+    finally:
+        sys.path.remove(str(tmp_path))
