@@ -233,7 +233,8 @@ class Replicator:
         seq = next(self._seqs)
         defer_until = int((time.time() + defer) * 1000) if defer > 0 else 0
         frame = wire.append_fresh(seq, topic, payloads, defer_until)
-        self._own(Frame(Kind.APPEND, seq, topic=topic, entries=[Entry(p, defer_until) for p in payloads]), frame)
+        self.store.append_own(self.node, topic, payloads, defer_until, frame)
+        self.store.after_commit(_nothing)
         return self._send_append(topic, seq, frame)
 
     def replicate_entries(self, topic: str, entries: list[Entry]) -> "asyncio.Future[None]":

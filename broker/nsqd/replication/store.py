@@ -8,7 +8,7 @@ import asyncio
 import logging
 import os
 import re
-from typing import Callable
+from typing import Callable, Sequence
 
 from .shard import Shard
 from .wire import Frame, Kind, channels as channels_frame, hello, pause as pause_frame, raw_frames, synced
@@ -96,6 +96,12 @@ class ReplicaStore:
     def apply(self, owner: str, frame: Frame, raw: bytes) -> None:
         """An owner's frame: applied now, written to its log at the next commit."""
         self._apply(owner, frame)
+        self._unwritten.setdefault(owner, []).append(raw)
+
+    def append_own(self, owner: str, topic: str, payloads: Sequence[bytes], defer_until_ms: int, raw: bytes) -> None:
+        """``owner``'s own fresh publish (``raw``: its APPEND frame), as ``apply`` would
+        take it, kept as one record instead of a copy per message (see ``Shard``)."""
+        self.shards.setdefault(owner, {}).setdefault(topic, Shard()).append_fresh(payloads, defer_until_ms)
         self._unwritten.setdefault(owner, []).append(raw)
 
     def merge(self, owner: str, frame: Frame) -> None:
