@@ -343,6 +343,11 @@ class ReplicationMachine(RuleBasedStateMachine):
                 self._fenced(owner, gens.announced_for(owner))
             return
         store.begin(owner, link.generation)
+        if store.keeps_log(owner) and (owner, backup) in self.wiped and owner not in self.own_lost:
+            # the snapshot's SYNCED was written before the connection dropped, its ACK lost:
+            # the backup says so in WELCOME and gets no other snapshot
+            self.wiped.discard((owner, backup))
+            self.caught_up[(owner, backup)] = link.snapshot
         greeting = [wire.channels(t, sorted(c)) for (o, t), c in self.channels.items() if o == owner]
         greeting += [wire.pause(t, c, True) for (o, t, c), p in self.paused.items() if o == owner and p]
         link.frames = deque(link.buffer.frames() + greeting)
