@@ -716,6 +716,10 @@ class V2Protocol(asyncio.Protocol):
         name = data[at:nl]
         if not decoder.knows_topic(name):
             return False
+        topic_name = name.decode("ascii")
+        topic = self.nsqd.topics.get(topic_name)
+        if topic is None or topic.replicated:  # before parsing the body: a replicated PUB would parse it twice
+            return False
         (size,) = _SIZE.unpack_from(data, nl + 1)
         if nl + 5 + size != len(data):
             return False
@@ -735,10 +739,6 @@ class V2Protocol(asyncio.Protocol):
             if not 0 < size <= limits.max_msg_size:
                 return False
             bodies = (data[nl + 5:],)
-        topic_name = name.decode("ascii")
-        topic = self.nsqd.topics.get(topic_name)
-        if topic is None or topic.replicated:
-            return False
         client.hold_flush()  # the answer leaves in one write when this is done
         try:
             result = self._publish("MPUB" if mpub else "PUB", topic_name, bodies, 0.0)

@@ -32,13 +32,14 @@ from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from nsqd.message import encode_payload
+from nsqd.payload_run import PayloadRun
 from nsqd.replication import ring, wire
 from nsqd.replication.backup_server import pull_answer, shard_frames
 from nsqd.replication.generations import Generations
 from nsqd.replication.resend import ResendBuffer
 from nsqd.replication.store import ReplicaStore
 from nsqd.replication.tracker import AckTracker
-from nsqd.replication.wire import Entry, Kind
+from nsqd.replication.wire import Kind
 
 TOPICS = ("orders", "audit")
 CHANNELS = ("billing", "archive")
@@ -123,6 +124,9 @@ class ReplicationMachine(RuleBasedStateMachine):
         [(decoded, _)] = wire.raw_frames(frame)
         self.stores[owner].apply(owner, decoded, frame)  # the owner's own shard
         self.stores[owner]._write()
+        self._to_backups(owner, frame, seq)
+
+    def _to_backups(self, owner: str, frame: bytes, seq: int | None) -> None:
         for backup in ring.backups_of(owner, self.peers, self.replicas):
             link = self.links[(owner, backup)]
             if seq is None:
@@ -143,8 +147,14 @@ class ReplicationMachine(RuleBasedStateMachine):
             self.published[msg_id] = Published(node, topic, set(now) if now else None, self.gens[node].own)
         self.seqs[node] += 1
         seq = self.seqs[node]
-        entries = [Entry(encode_payload(i, b"body-" + i, 0)) for i in ids]
-        self._send(node, wire.append(seq, topic, entries), seq)
+        # as Replicator.replicate: the frame built from the batch nsqd queued (a run for
+        # several), which the owner's own shard keeps as one record
+        payloads = [encode_payload(i, b"body-" + i, 0) for i in ids]
+        batch = PayloadRun.of(payloads) if count > 1 else payloads
+        frame = wire.append_fresh(seq, topic, batch, 0)
+        self.stores[node].append_own(node, topic, batch, 0, frame)
+        self.stores[node]._write()
+        self._to_backups(node, frame, seq)
         backups = tuple(ring.backups_of(node, self.peers, self.replicas))
         future = self.trackers[node].add(seq, ring.quorum(self.replicas) - 1, backups, float("inf"))
         self.futures[(node, seq)] = (future, ids)
@@ -333,6 +343,11 @@ class ReplicationMachine(RuleBasedStateMachine):
                 self._fenced(owner, gens.announced_for(owner))
             return
         store.begin(owner, link.generation)
+        if store.keeps_log(owner) and (owner, backup) in self.wiped and owner not in self.own_lost:
+            # the snapshot's SYNCED was written before the connection dropped, its ACK lost:
+            # the backup says so in WELCOME and gets no other snapshot
+            self.wiped.discard((owner, backup))
+            self.caught_up[(owner, backup)] = link.snapshot
         greeting = [wire.channels(t, sorted(c)) for (o, t), c in self.channels.items() if o == owner]
         greeting += [wire.pause(t, c, True) for (o, t, c), p in self.paused.items() if o == owner and p]
         link.frames = deque(link.buffer.frames() + greeting)

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from nsqd.message import encode_payload
+from nsqd.payload_run import PayloadRun
 from nsqd.replication import store as store_module, wire
 from nsqd.replication.store import ReplicaStore
 from nsqd.replication.wire import Entry
@@ -198,3 +199,26 @@ async def _commit(store: ReplicaStore) -> None:
     done = asyncio.Event()
     store.after_commit(done.set)
     await done.wait()
+
+
+def test_an_owners_own_publishes_kept_as_batches_act_as_their_copies(tmp_path: Path) -> None:
+    """``append_own`` (the owner's own shard, one record per publish) holds what applying
+    the same APPEND frames holds: the messages in order with their due time, counted
+    before they are indexed, finished per channel, replayed from the log."""
+    store = ReplicaStore(str(tmp_path), durable=False)
+    run = PayloadRun.of([msg(n).payload for n in (1, 2, 3)])
+    apply(store, wire.channels("t", ["a", "b"]))
+    for seq, (batch, defer) in enumerate([(run, 0), ([msg(4).payload], 777)], 1):
+        store.append_own(OWNER, "t", batch, defer, wire.append_fresh(seq, "t", batch, defer))
+    assert store.held(OWNER) == 4
+    apply(store, wire.fin("t", "a", [mid(2), mid(4)]))
+    apply(store, wire.fin("t", "b", [mid(2)]))
+    shard = store.shards[OWNER]["t"]
+    assert [(live.entry.payload[10:26], live.entry.defer_until_ms, live.channels) for live in shard.live()] == [
+        (mid(1), 0, ["a", "b"]), (mid(3), 0, ["a", "b"]), (mid(4), 777, ["b"])]
+    store.close()
+
+    again = ReplicaStore(str(tmp_path), durable=False)
+    again.load()
+    assert again.shards[OWNER]["t"].live() == shard.live()
+    again.close()

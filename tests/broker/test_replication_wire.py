@@ -134,3 +134,12 @@ def _decode(data: bytes) -> list[wire.Frame]:
        st.integers(0, 2**63 - 1))
 def test_a_fresh_publish_encodes_as_its_entries_would(seq, topic, payloads, due) -> None:
     assert wire.append_fresh(seq, topic, payloads, due) == wire.append(seq, topic, [Entry(p, due) for p in payloads])
+
+
+def test_a_read_of_acks_alone_gives_the_highest_and_anything_else_none() -> None:
+    assert wire.only_acks(wire.ack(7)) == 7
+    assert wire.only_acks(wire.ack(7) + wire.ack(9) + wire.ack(8)) == 9
+    assert wire.only_acks(b"") is None
+    assert wire.only_acks(wire.ack(7)[:-1]) is None  # a torn ACK: the decoder waits for the rest
+    assert wire.only_acks(wire.ack(7) + wire.done(5)) is None  # DONE has an ACK's size, not its kind
+    assert wire.only_acks(wire.ack(3) + wire.ping() + wire.ping() + wire.ping()[:1]) is None

@@ -22,11 +22,12 @@ RECONNECT_DELAY = 0.2
 
 class PeerLink(asyncio.Protocol):
     def __init__(self, node: str, peer: str, *, max_buffered: int,
-                 on_frame: Callable[[str, Frame], None], greeting: Callable[[], list[bytes]],
-                 generation: Callable[[], int] = lambda: 0) -> None:
+                 on_frame: Callable[[str, Frame], None], on_ack: Callable[[str, int], None],
+                 greeting: Callable[[], list[bytes]], generation: Callable[[], int] = lambda: 0) -> None:
         self.node = node
         self.peer = peer
-        self._on_frame = on_frame
+        self._on_frame = on_frame  # every frame but ACK
+        self._on_ack = on_ack  # the highest ACK of a read (they are cumulative), after the link's own bookkeeping
         self._greeting = greeting  # frames a fresh connection starts with (CHANNELS)
         self._generation = generation
         self.max_buffered = max_buffered
@@ -140,6 +141,11 @@ class PeerLink(asyncio.Protocol):
         self._transport.write(b"".join(out))  # type: ignore[union-attr]
 
     def data_received(self, data: bytes) -> None:
+        if not self._decoder.buffered:  # a backup's ACKs, most reads: no Frame made for them
+            seq = wire.only_acks(data)
+            if seq is not None:
+                self._acked(seq)
+                return
         self._decoder.feed(data)
         try:
             frames = self._decoder.frames()
@@ -150,13 +156,18 @@ class PeerLink(asyncio.Protocol):
             return
         for frame in frames:
             if frame.kind is Kind.ACK:
-                self.unacked.acked(frame.seq)
-                if self.catching_up_until is not None and frame.seq >= self.catching_up_until:
-                    self.catching_up_until = None
-                    log.info("REPLICATION: %s caught up", self.peer)
-            elif frame.kind is Kind.WELCOME:
+                self._acked(frame.seq)
+                continue
+            if frame.kind is Kind.WELCOME:
                 self.welcomed = self._generation()
             self._on_frame(self.peer, frame)
+
+    def _acked(self, seq: int) -> None:
+        self.unacked.acked(seq)
+        if self.catching_up_until is not None and seq >= self.catching_up_until:
+            self.catching_up_until = None
+            log.info("REPLICATION: %s caught up", self.peer)
+        self._on_ack(self.peer, seq)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.connected:

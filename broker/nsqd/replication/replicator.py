@@ -82,7 +82,7 @@ class Replicator:
         self._seqs = itertools.count(1)
         self.links = {peer: PeerLink(self.node, peer,
                                      max_buffered=o.replication_buffer_bytes,
-                                     on_frame=self._from_backup,
+                                     on_frame=self._from_backup, on_ack=self._acked,
                                      greeting=functools.partial(self._greeting, peer),
                                      generation=self._generation)
                       for peer in self.backups}
@@ -172,7 +172,7 @@ class Replicator:
             if peer == self.node:
                 continue
             self.pinger[peer] = self.links.get(peer) or PeerLink(
-                self.node, peer, max_buffered=0, on_frame=self._from_backup, greeting=list,
+                self.node, peer, max_buffered=0, on_frame=self._from_backup, on_ack=self._acked, greeting=list,
                 generation=self._generation)
         if not fresh:
             before = self.generations.own
@@ -233,7 +233,8 @@ class Replicator:
         seq = next(self._seqs)
         defer_until = int((time.time() + defer) * 1000) if defer > 0 else 0
         frame = wire.append_fresh(seq, topic, payloads, defer_until)
-        self._own(Frame(Kind.APPEND, seq, topic=topic, entries=[Entry(p, defer_until) for p in payloads]), frame)
+        self.store.append_own(self.node, topic, payloads, defer_until, frame)
+        self.store.after_commit(_nothing)
         return self._send_append(topic, seq, frame)
 
     def replicate_entries(self, topic: str, entries: list[Entry]) -> "asyncio.Future[None]":
@@ -358,11 +359,7 @@ class Replicator:
     def _from_backup(self, peer: str, frame: Frame) -> None:
         # a peer is alive when it speaks on its own links (pings), not when it answers
         # ours: a silent replacement answers as a backup and must still count as lost
-        if frame.kind is Kind.ACK:
-            link = self.links.get(peer)
-            if link is not None and link.counts_for(frame.seq):
-                self.tracker.acked(peer, frame.seq)
-        elif frame.kind is Kind.WELCOME:
+        if frame.kind is Kind.WELCOME:
             self._welcomed(peer, frame)
         elif frame.kind is Kind.PULLED:
             assert frame.inner is not None
@@ -371,6 +368,11 @@ class Replicator:
             waiter = self.pulls.pop(frame.seq, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(None)
+
+    def _acked(self, peer: str, seq: int) -> None:
+        link = self.links.get(peer)
+        if link is not None and link.counts_for(seq):
+            self.tracker.acked(peer, seq)
 
     # -- generations and snapshots ------------------------------------------------------
     def _welcomed(self, peer: str, frame: Frame) -> None:

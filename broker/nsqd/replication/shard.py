@@ -6,6 +6,9 @@ paused, a message requeued with a delay."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import getitem
+from typing import Sequence
 
 from ..message import ID_SLICE
 from .wire import Entry
@@ -22,27 +25,57 @@ class Live:
 
 @dataclass
 class Shard:
-    messages: dict[bytes, Entry] = field(default_factory=dict)  # by ID, in arrival order
+    _indexed: dict[bytes, Entry] = field(default_factory=dict)  # by ID, in arrival order
+    # an owner's own fresh publishes, one record each (payloads, due time), indexed by ID
+    # only when something asks for ``messages``: a publish then costs no step per message
+    _batches: list[tuple[Sequence[bytes], int]] = field(default_factory=list)
+    _batched: int = 0  # messages in ``_batches``
     channels: list[str] = field(default_factory=list)
     finished: dict[str, set[bytes]] = field(default_factory=dict)  # channel -> IDs
     paused: dict[str, bool] = field(default_factory=dict)  # channel ("": the topic) -> paused, as last told
     due: dict[str, dict[bytes, int]] = field(default_factory=dict)  # channel -> ID -> due (ms), by REQ
 
+    @property
+    def messages(self) -> dict[bytes, Entry]:
+        """Every live copy by ID, in arrival order."""
+        if self._batches:
+            self._index()
+        return self._indexed
+
     def append(self, entries: list[Entry]) -> int:
         """Copies received (a resend after a reconnect repeats some: kept once); how
         many were new."""
+        messages = self.messages
         new = 0
         for entry in entries:
             msg_id = entry.payload[ID_SLICE]
-            if msg_id not in self.messages:
-                self.messages[msg_id] = entry
+            if msg_id not in messages:
+                messages[msg_id] = entry
                 new += 1
         return new
 
+    def append_fresh(self, payloads: Sequence[bytes], defer_until_ms: int) -> None:
+        """An owner's own publish: fresh IDs (never a repeat), one due time; kept as one
+        record. ``payloads`` must not change afterwards (a ``PayloadRun``'s window is
+        never moved by its publisher: queues take views of it)."""
+        self._batches.append((payloads, defer_until_ms))
+        self._batched += len(payloads)
+
+    def _index(self) -> None:
+        """The batches' messages into the index, in C loops (no Python step per message)."""
+        indexed = self._indexed
+        for payloads, defer_until_ms in self._batches:
+            every = list(payloads)
+            indexed.update(zip(map(getitem, every, repeat(ID_SLICE)),
+                               map(tuple.__new__, repeat(Entry), zip(every, repeat(defer_until_ms)))))
+        self._batches.clear()
+        self._batched = 0
+
     def finish(self, channel: str, ids: list[bytes]) -> None:
         done = self.finished.setdefault(channel, set())
+        messages = self.messages
         for msg_id in ids:
-            if msg_id in self.messages:  # a copy this backup missed: nothing to forget
+            if msg_id in messages:  # a copy this backup missed: nothing to forget
                 done.add(msg_id)
                 self._forget_if_done(msg_id)
 
@@ -53,8 +86,9 @@ class Shard:
         if channel:
             self.finish(channel, ids)
             return
+        messages = self.messages
         for msg_id in ids:
-            if msg_id in self.messages:
+            if msg_id in messages:
                 self._forget(msg_id)
 
     def set_paused(self, channel: str, paused: bool) -> None:
@@ -62,8 +96,9 @@ class Shard:
 
     def requeue(self, channel: str, due_ms: int, ids: list[bytes]) -> None:
         due = self.due.setdefault(channel, {})
+        messages = self.messages
         for msg_id in ids:
-            if msg_id in self.messages:
+            if msg_id in messages:
                 due[msg_id] = due_ms
 
     def set_channels(self, names: list[str]) -> None:
@@ -74,7 +109,8 @@ class Shard:
             del self.due[gone]
         for gone in set(self.paused) - set(names) - {""}:
             del self.paused[gone]
-        if names:
+        # a message goes once every channel finished it: none can while one finished nothing
+        if names and all(self.finished.get(c) for c in names):
             for msg_id in list(self.messages):
                 self._forget_if_done(msg_id)
 
@@ -86,7 +122,7 @@ class Shard:
             self._forget(msg_id)
 
     def _forget(self, msg_id: bytes) -> None:
-        del self.messages[msg_id]
+        del self._indexed[msg_id]  # called with the batches indexed
         for done in self.finished.values():
             done.discard(msg_id)
         for due in self.due.values():
@@ -104,4 +140,4 @@ class Shard:
         return out
 
     def __len__(self) -> int:
-        return len(self.messages)
+        return len(self._indexed) + self._batched

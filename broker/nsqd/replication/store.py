@@ -8,7 +8,7 @@ import asyncio
 import logging
 import os
 import re
-from typing import Callable
+from typing import Callable, Sequence
 
 from .shard import Shard
 from .wire import Frame, Kind, channels as channels_frame, hello, pause as pause_frame, raw_frames, synced
@@ -98,16 +98,22 @@ class ReplicaStore:
         self._apply(owner, frame)
         self._unwritten.setdefault(owner, []).append(raw)
 
+    def append_own(self, owner: str, topic: str, payloads: Sequence[bytes], defer_until_ms: int, raw: bytes) -> None:
+        """``owner``'s own fresh publish (``raw``: its APPEND frame), as ``apply`` would
+        take it, kept as one record instead of a copy per message (see ``Shard``)."""
+        self._shard(owner, topic).append_fresh(payloads, defer_until_ms)
+        self._unwritten.setdefault(owner, []).append(raw)
+
     def merge(self, owner: str, frame: Frame) -> None:
         """Another backup's copy of an owner's frame, for an adoption: memory only. Its
         channel list may be older or newer than ours: the union owes no channel less."""
         if frame.kind is Kind.CHANNELS:
-            shard = self.shards.setdefault(owner, {}).setdefault(frame.topic, Shard())
+            shard = self._shard(owner, frame.topic)
             known = set(shard.channels)
             shard.set_channels(shard.channels + [c for c in frame.channels if c not in known])
             return
         if frame.kind is Kind.PAUSE:  # ours is the newest we know of: another's only fills a gap
-            shard = self.shards.setdefault(owner, {}).setdefault(frame.topic, Shard())
+            shard = self._shard(owner, frame.topic)
             shard.paused.setdefault(frame.channel, frame.paused)
             return
         self._apply(owner, frame)
@@ -119,7 +125,7 @@ class ReplicaStore:
         if frame.kind is Kind.RESET:  # a snapshot begins: not whole again until its SYNCED
             self._synced.discard(owner)
             return
-        shard = self.shards.setdefault(owner, {}).setdefault(frame.topic, Shard())
+        shard = self._shard(owner, frame.topic)
         if frame.kind is Kind.APPEND:
             shard.append(frame.entries)
         elif frame.kind is Kind.FIN:
@@ -132,6 +138,16 @@ class ReplicaStore:
             shard.set_paused(frame.channel, frame.paused)
         elif frame.kind is Kind.REQ:
             shard.requeue(frame.channel, frame.due_ms, frame.ids)
+
+    def _shard(self, owner: str, topic: str) -> Shard:
+        """``owner``'s shard of ``topic``, made when first needed (not a new one per frame)."""
+        shards = self.shards.get(owner)
+        if shards is None:
+            shards = self.shards[owner] = {}
+        shard = shards.get(topic)
+        if shard is None:
+            shard = shards[topic] = Shard()
+        return shard
 
     def drop(self, owner: str) -> None:
         """Forget an owner's copies (adopted): memory and log."""

@@ -5,8 +5,6 @@ sent."""
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import Callable
 
 
@@ -14,13 +12,15 @@ class ReplicationError(Exception):
     """A publish that no quorum of replicas acknowledged in time."""
 
 
-@dataclass
 class _Waiting:
-    need: int
-    deadline: float
-    backups: tuple[str, ...]
-    future: "asyncio.Future[None]"
-    acked: set[str] = field(default_factory=set)
+    __slots__ = ("need", "deadline", "backups", "future", "acks")
+
+    def __init__(self, need: int, deadline: float, backups: tuple[str, ...], future: "asyncio.Future[None]") -> None:
+        self.need = need
+        self.deadline = deadline
+        self.backups = backups
+        self.future = future
+        self.acks = 0  # backups that acknowledged it
 
 
 def _running_loop_future() -> "asyncio.Future[None]":
@@ -30,7 +30,10 @@ def _running_loop_future() -> "asyncio.Future[None]":
 class AckTracker:
     def __init__(self, new_future: Callable[[], "asyncio.Future[None]"] = _running_loop_future) -> None:
         self._new_future = new_future
-        self._waiting: OrderedDict[int, _Waiting] = OrderedDict()
+        self._waiting: dict[int, _Waiting] = {}  # by seq, in the order sent
+        # each backup's highest ACK: its ACKs only grow (seqs are never reused, a backup
+        # writes one owner's frames in order), so a publish at or below it was counted
+        self._through: dict[str, int] = {}
 
     def __len__(self) -> int:
         return len(self._waiting)
@@ -45,13 +48,17 @@ class AckTracker:
 
     def acked(self, peer: str, through: int) -> None:
         """``peer`` holds every frame up to ``through``."""
+        since = self._through.get(peer, 0)
+        if through <= since:
+            return
+        self._through[peer] = through
         answered = []
         for seq, waiting in self._waiting.items():
             if seq > through:
                 break
-            if peer in waiting.backups and peer not in waiting.acked:
-                waiting.acked.add(peer)
-                if len(waiting.acked) >= waiting.need:
+            if seq > since and peer in waiting.backups:
+                waiting.acks += 1
+                if waiting.acks >= waiting.need:
                     answered.append(seq)
         for seq in answered:
             waiting = self._waiting.pop(seq)
@@ -65,7 +72,7 @@ class AckTracker:
             waiting = self._waiting.pop(seq)
             if not waiting.future.done():
                 waiting.future.set_exception(ReplicationError(
-                    f"{len(waiting.acked)} of {waiting.need} backup copies acknowledged in time"))
+                    f"{waiting.acks} of {waiting.need} backup copies acknowledged in time"))
         return len(expired)
 
     def fail_all(self, reason: str) -> None:
