@@ -20,7 +20,7 @@ _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
 _ENTRY = struct.Struct(">QI")  # defer-until (ms since the epoch, 0 = none), payload size
-_APPEND_HEAD = struct.Struct(">IBQ")  # an APPEND's size, kind and seq
+_SEQ_FRAME_HEAD = struct.Struct(">IBQ")  # a frame's size, kind and seq (an APPEND's head, a whole ACK)
 _ONE_ENTRY = struct.Struct(">IQI")  # an APPEND of one message: count 1, then its entry's head
 
 
@@ -121,8 +121,8 @@ def append_fresh(seq: int, topic: str, payloads: Sequence[bytes], defer_until_ms
     if len(payloads) == 1:  # a lone PUB: the C loops' own setup would cost three times this
         payload = payloads[0]
         name = _text(topic)
-        size = _APPEND_HEAD.size - 4 + len(name) + _ONE_ENTRY.size + len(payload)
-        return b"".join((_APPEND_HEAD.pack(size, Kind.APPEND, seq), name,
+        size = _SEQ_FRAME_HEAD.size - 4 + len(name) + _ONE_ENTRY.size + len(payload)
+        return b"".join((_SEQ_FRAME_HEAD.pack(size, Kind.APPEND, seq), name,
                          _ONE_ENTRY.pack(1, defer_until_ms, len(payload)), payload))
     every = list(payloads)  # a PayloadRun's slices, taken in one C loop
     sizes = list(map(len, every))
@@ -178,17 +178,14 @@ def done(seq: int) -> bytes:
     return _framed(Kind.DONE, _U64.pack(seq))
 
 
-_ACK = struct.Struct(">IBQ")
-
-
 def only_acks(data: bytes) -> int | None:
     """The highest seq when ``data`` is whole ACK frames and nothing else (what an owner
     mostly reads from a backup; ACKs are cumulative), else None."""
-    if not data or len(data) % _ACK.size:
+    if not data or len(data) % _SEQ_FRAME_HEAD.size:
         return None
     highest = None
-    for size, kind, seq in _ACK.iter_unpack(data):
-        if size != _ACK.size - 4 or kind != Kind.ACK:
+    for size, kind, seq in _SEQ_FRAME_HEAD.iter_unpack(data):
+        if size != _SEQ_FRAME_HEAD.size - 4 or kind != Kind.ACK:
             return None
         highest = seq if highest is None or seq > highest else highest
     return highest
