@@ -15,6 +15,11 @@ client that waits for every answer makes it.
 - ``consume``: ``--count`` messages per round are published (MPUB of ``--batch``, not
   timed), then one consumer with RDY 2500 takes them, answering each read's messages
   with one read of FINs (timed: only nsqd's own calls, not the consumer's parsing).
+- ``rdy1``: ``--consumers`` consumers with RDY 1 over 10 channels (the ``consumers_2000``
+  row of ``bench/scale.py``); ``--count`` messages per channel and round are published
+  (not timed), then every consumer holding a message FINs it in a read of its own, which
+  nsqd answers with the consumer's next message (timed: the reads of a pass over the
+  consumers and the loop turn after it).
 
 Printed: the best round's CPU time of this thread per message, and the median. For
 instruction counts, run it under ``valgrind --tool=callgrind`` with two counts and take
@@ -48,10 +53,12 @@ class NullTransport:
     """What V2Protocol and ClientConn ask of a transport; keeps what is written only when
     asked to (a consumer's)."""
 
-    def __init__(self, keep: bool = False) -> None:
+    def __init__(self, keep: bool = False, last_only: bool = False) -> None:
         self.keep = keep
         self.written: list[bytes] = []
         self.closed = False
+        if last_only:  # a builtin as the write, about as cheap as uvloop's
+            self.write = self.written.append  # type: ignore[method-assign]
 
     def write(self, data: bytes) -> None:
         if self.keep:
@@ -90,8 +97,8 @@ def publish_command(kind: str, batch: int) -> bytes:
     return f"MPUB {TOPIC}\n".encode() + struct.pack(">i", len(body)) + body
 
 
-async def connect(nsqd: NSQD, keep: bool = False) -> tuple[V2Protocol, NullTransport]:
-    proto, transport = V2Protocol(nsqd), NullTransport(keep)
+async def connect(nsqd: NSQD, keep: bool = False, last_only: bool = False) -> tuple[V2Protocol, NullTransport]:
+    proto, transport = V2Protocol(nsqd), NullTransport(keep, last_only)
     proto.connection_made(transport)  # type: ignore[arg-type]
     identify = json.dumps({"client_id": "inproc", "feature_negotiation": True}).encode()
     proto.data_received(MAGIC_V2 + b"IDENTIFY\n" + struct.pack(">i", len(identify)) + identify)
@@ -152,7 +159,41 @@ async def consume_rounds(nsqd: NSQD, batch: int, count: int, rounds: int) -> lis
     return per_message
 
 
-async def measure(kind: str, batch: int, count: int, rounds: int) -> list[float]:
+async def rdy1_rounds(nsqd: NSQD, consumers: int, count: int, rounds: int) -> list[float]:
+    channels = 10
+    publisher, _ = await connect(nsqd)
+    fleet: list[tuple[V2Protocol, list[bytes]]] = []
+    for i in range(consumers):
+        proto, transport = await connect(nsqd, last_only=True)
+        proto.data_received(f"SUB {TOPIC} c{i % channels}\nRDY 1\n".encode())
+        await asyncio.sleep(0)
+        transport.written.clear()
+        fleet.append((proto, transport.written))
+    read = publish_command("mpub", 100)
+    per_delivery: list[float] = []
+    for _ in range(rounds):
+        for _ in range(count // 100):
+            publisher.data_received(read)
+            await asyncio.sleep(0)
+        done, spent = 0, 0.0
+        while done < count * channels:
+            reads = []
+            for proto, written in fleet:
+                if written:
+                    ids = message_ids(written)
+                    written.clear()
+                    reads.append((proto.data_received, b"".join(b"FIN %s\n" % msg_id for msg_id in ids)))
+                    done += len(ids)
+            start = time.thread_time()
+            for data_received, fins in reads:
+                data_received(fins)
+            await asyncio.sleep(0)
+            spent += time.thread_time() - start
+        per_delivery.append(spent / (count * channels))
+    return per_delivery
+
+
+async def measure(kind: str, batch: int, count: int, rounds: int, consumers: int = 2000) -> list[float]:
     with tempfile.TemporaryDirectory(prefix="inproc-") as data_path:
         nsqd = NSQD(NsqdOptions(data_path=data_path, tcp_address="127.0.0.1:0", http_address="127.0.0.1:0",
                                 mem_queue_size=count * rounds * batch + 1, max_rdy_count=RDY))
@@ -162,6 +203,8 @@ async def measure(kind: str, batch: int, count: int, rounds: int) -> list[float]
         try:
             if kind == "consume":
                 return await consume_rounds(nsqd, batch, count, rounds)
+            if kind == "rdy1":
+                return await rdy1_rounds(nsqd, consumers, count, rounds)
             return await publish_rounds(nsqd, kind, batch, count, rounds)
         finally:
             nsqd.delete_topic(TOPIC)  # nothing to write at stop: the run's work is what it measured
@@ -170,7 +213,8 @@ async def measure(kind: str, batch: int, count: int, rounds: int) -> list[float]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--command", choices=["mpub", "pub", "consume"], default="mpub")
+    parser.add_argument("--command", choices=["mpub", "pub", "consume", "rdy1"], default="mpub")
+    parser.add_argument("--consumers", type=int, default=2000, help="rdy1's consumers")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--count", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=7)
@@ -181,7 +225,7 @@ def main() -> None:
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     gc.freeze()
     gc.set_threshold(100_000, 50, 100)  # as nsqd's cli sets it
-    results = asyncio.run(measure(args.command, args.batch, args.count, args.rounds))
+    results = asyncio.run(measure(args.command, args.batch, args.count, args.rounds, args.consumers))
     tree = os.path.dirname(os.path.dirname(sys.modules["nsqd"].__file__ or ""))
     print(f"{args.command} x{args.batch} tree={tree} best {min(results) * 1e6:.2f} us/message, "
           f"median {sorted(results)[len(results) // 2] * 1e6:.2f} us ({args.rounds} rounds)")
