@@ -42,6 +42,8 @@ from .payload_queue import PayloadQueue
 from .payload_run import Payloads
 from .pqueue import DeferredQueue, InFlightQueue
 
+_SUBSCRIBED = ClientState.SUBSCRIBED  # an enum member read through its class costs ~0.1 us
+
 if TYPE_CHECKING:
     from .client_conn import ClientConn
 
@@ -418,10 +420,13 @@ class Channel:
         # once per delivery: ClientConn.finished_lone and has_lone_room, and the queue's
         # popleft_fresh_one, read and written here without the calls
         client.finish_count += 1
-        in_flight_count = client.in_flight_count = max(0, client.in_flight_count - 1)
+        in_flight_count = client.in_flight_count - 1
+        if in_flight_count < 0:
+            in_flight_count = 0
+        client.in_flight_count = in_flight_count
         memory = self.memory
         if (memory.length and not self._with_room and client.ready_count - in_flight_count == 1
-                and client.state == ClientState.SUBSCRIBED and not client.write_paused and not client.sample_rate
+                and client.state == _SUBSCRIBED and not client.write_paused and not client.sample_rate
                 and not (self.paused or self.exiting or self.backend.depth) and self.e2e_latency is None):
             payload = memory.popleft_fresh_one()
             if payload is not None:

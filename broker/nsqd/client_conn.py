@@ -26,6 +26,14 @@ if TYPE_CHECKING:
 
 _ATTEMPTS_IN_FRAME = FRAME_HEADER.size + 8  # after the frame header and the timestamp
 _ONLY_BYTES = {bytes}
+_MESSAGE_HEADERS: dict[int, bytes] = {}  # a message frame's header by its payload's size
+
+
+def _message_header(payload_size: int) -> bytes:
+    header = FRAME_HEADER.pack(payload_size + 4, FRAME_MESSAGE)
+    if len(_MESSAGE_HEADERS) < 256:  # sizes vary without bound: keep the first ones seen
+        _MESSAGE_HEADERS[payload_size] = header
+    return header
 
 
 class ClientState(IntEnum):
@@ -37,6 +45,16 @@ class ClientState(IntEnum):
 
 
 class ClientConn:
+    # the lone-delivery path reads a dozen of these per message on a connection whose
+    # object is cold in the cache; slots keep them in the object itself
+    __slots__ = ("in_flight_count", "ready_count", "finish_count", "message_count", "channel", "codec",
+                 "state", "write_paused", "sample_rate", "closed", "msg_timeout", "_out", "_holds",
+                 "transport", "id", "_flush_handle", "output_buffer_size", "output_buffer_timeout",
+                 "heartbeat_interval", "requeue_count", "pub_counts", "remote_host", "remote_address",
+                 "client_id", "hostname", "user_agent", "connect_ts", "deflate", "snappy", "tls",
+                 "feature_negotiation", "auth_secret", "auth_state", "auth_identity", "auth_identity_url",
+                 "authed", "__weakref__")
+
     def __init__(self, client_id: int, transport: asyncio.Transport, *, msg_timeout: float,
                  heartbeat_interval: float, output_buffer_size: int,
                  output_buffer_timeout: float) -> None:
@@ -140,8 +158,10 @@ class ClientConn:
         self.message_count += 1
         if self.closed:
             return
-        frame = bytearray(FRAME_HEADER.pack(len(payload) + 4, FRAME_MESSAGE))
-        frame += payload
+        header = _MESSAGE_HEADERS.get(len(payload))
+        if header is None:
+            header = _message_header(len(payload))
+        frame = bytearray(header + payload)  # one copy: a bytearray grown by += copies twice
         if payload[8] or payload[9]:  # delivered before (read back with its attempts)
             ATTEMPTS.pack_into(frame, _ATTEMPTS_IN_FRAME, min(payload_attempts(payload) + 1, MAX_ATTEMPTS))
         else:  # never delivered: attempts 0 becomes 1, its low byte set without a pack

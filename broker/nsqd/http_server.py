@@ -142,6 +142,7 @@ class _Connection(asyncio.Protocol):
 
     def __init__(self, server: "HttpServer", secure: bool) -> None:
         self._server = server
+        self._on_input = server.on_input
         self._secure = secure
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
@@ -188,6 +189,8 @@ class _Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._lingering:
             return
+        if self._on_input is not None:
+            self._on_input()
         self._waiting_since = self._loop.time()
         if self._now_head and not self._buf and not self._serving and self._input is not None \
                 and not self._input.done():
@@ -564,9 +567,10 @@ class HttpServer:
     """Listeners (plain and TLS) sharing one ``handle``; closed together by :meth:`close`."""
 
     def __init__(self, handle: Handle, *, handle_now: HandleNow | None = None, idle_timeout: float = IDLE_TIMEOUT,
-                 logger: logging.Logger | None = None) -> None:
+                 logger: logging.Logger | None = None, on_input: Callable[[], None] | None = None) -> None:
         self.handle = handle
         self.handle_now = handle_now
+        self.on_input = on_input  # called on every read (nsqd's busy poller: see busy_poll.py)
         self._prebuilt: tuple[Reply, bytes, bytes] | None = None  # (reply, Date, its answer)
         self.idle_timeout = idle_timeout
         self.closing = False

@@ -12,6 +12,10 @@ __all__ = ["JsonFormatter", "NsqFormatter", "python_level", "setup"]
 
 
 def setup(component: str, level: str, prefix: str, fmt: str = "text") -> logging.Logger:
+    # neither formatter shows the thread, the process or the caller's line, which logging
+    # would otherwise look up for every record (the caller by walking the stack)
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
+    logging._srcfile = None  # type: ignore[attr-defined]  # logging's documented switch for the caller lookup
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter(component) if fmt == "json" else NsqFormatter(prefix))
     logger = logging.getLogger(component)

@@ -547,7 +547,8 @@ class NSQD:
         log.info("TCP: listening on %s", _bound(tcp))
 
         api = HttpApi(self)
-        self._http = HttpServer(api.handle, handle_now=api.handle_now, logger=log)
+        self._http = HttpServer(api.handle, handle_now=api.handle_now, logger=log,
+                                on_input=self.busy_poller.poke if self.busy_poller is not None else None)
         host, port = split_listen_address(self.options.http_address)
         http = await self._http.listen(host, port)
         self.http_port = http.sockets[0].getsockname()[1]

@@ -107,7 +107,7 @@ class NsqdOptions(BaseModel):
         "comes back on the same disk; by default publishes fail so producers move to another nsqd")
 
     busy_poll_window: Duration = Field(
-        50e-6, ge=0, le=0.01, description="(beyond NSQ) after TCP input, keep polling the sockets this "
+        50e-6, ge=0, le=0.01, description="(beyond NSQ) after TCP or HTTP input, keep polling the sockets this "
         "long instead of sleeping, as Go's scheduler spins before parking a thread: a client that "
         "waits for each answer gets it sooner, for a little CPU after each burst (0 disables)")
 

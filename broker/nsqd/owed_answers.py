@@ -32,6 +32,8 @@ Owed = bytes | Waiting | CloseAfter
 
 
 class OwedAnswers:
+    __slots__ = ("limit", "_queue")
+
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self._queue: deque[Owed] = deque()

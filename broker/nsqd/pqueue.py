@@ -24,7 +24,7 @@ import itertools
 import operator
 import sys
 from collections import Counter
-from typing import Collection, Iterable
+from typing import Collection, Iterable, Sequence
 
 from .message import ID_SLICE, MAX_ATTEMPTS, Message, Payload, payload_attempts
 
@@ -32,7 +32,7 @@ from .message import ID_SLICE, MAX_ATTEMPTS, Message, Payload, payload_attempts
 class DeliveryBatch:
     __slots__ = ("client_id", "deadline", "delivered_at", "fifo", "ids", "payloads", "live", "_positions")
 
-    def __init__(self, ids: list[bytes], payloads: list[Payload], client_id: int, delivered_at: float,
+    def __init__(self, ids: Sequence[bytes], payloads: Sequence[Payload], client_id: int, delivered_at: float,
                  deadline: float, fifo: float) -> None:
         self.ids = ids
         self.payloads = payloads
@@ -170,8 +170,8 @@ class InFlightQueue:
         """``push_payloads`` of one fresh payload, in a batch ``finish_lone`` returned: the
         next delivery of an RDY 1 consumer costs no allocation of its own."""
         msg_id = payload[ID_SLICE]
-        spent.ids = [msg_id]
-        spent.payloads = [payload]
+        spent.ids = (msg_id,)  # a batch's sequences are never changed in place
+        spent.payloads = (payload,)
         spent.client_id = client_id
         spent.delivered_at = now
         spent.deadline = now + timeout

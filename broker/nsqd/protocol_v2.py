@@ -65,6 +65,10 @@ PIPELINED = frozenset((b"PUB", b"MPUB", b"DPUB"))
 
 
 class V2Protocol(asyncio.Protocol):
+    __slots__ = ("client", "_busy", "_blocked", "_decoder", "_last_read", "_busy_poller", "_pub_runs",
+                 "transport", "nsqd", "_magic", "_owed", "_held", "_pump_due", "_dead", "_cls_received",
+                 "_next_beat", "_heartbeat", "_tls_required", "_auth_enabled", "__weakref__")
+
     def __init__(self, nsqd: "NSQD") -> None:
         self.nsqd = nsqd
         self.transport: asyncio.Transport | None = None
@@ -100,10 +104,10 @@ class V2Protocol(asyncio.Protocol):
         if self._busy_poller is not None:
             self._busy_poller.poke()
         client = self.client
-        if (len(data) == FIN_LINE_LENGTH and client is not None and client.channel is not None
-                and data[-1] == 0x0A and data.startswith(b"FIN ") and client.codec is None
+        if (len(data) == FIN_LINE_LENGTH and data[-1] == 0x0A and data.startswith(b"FIN ") and client is not None
+                and (channel := client.channel) is not None and client.codec is None
                 and not self._busy and not self._blocked and self._decoder.at_boundary()
-                and client.channel.finish_lone(client, data[4:-1])):
+                and channel.finish_lone(client, data[4:-1])):
             return  # a consumer with RDY 1 finished its message: its next one is already written
         if (self._pub_runs and client is not None and data.startswith(_LONE_PUBLISHES)
                 and self._publish_lone(client, data)):

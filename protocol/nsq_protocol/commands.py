@@ -295,6 +295,8 @@ class CommandDecoder:
     the end of a chunk is carried over in a ``bytearray``.
     """
 
+    __slots__ = ("limits", "before_body", "_buf", "_pos", "_scan", "_pending", "_body_len", "_valid_topics")
+
     def __init__(self, limits: CommandLimits | None = None,
                  before_body: BeforeBodyHook | None = None) -> None:
         self.limits = limits or CommandLimits()

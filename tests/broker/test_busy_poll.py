@@ -2,13 +2,17 @@
 for the window, then goes quiet; publishing answers the same with it on or off."""
 from __future__ import annotations
 
+import asyncio
+import http.client
 import os
 import time
 from typing import Callable
 
 import pytest
 
+from nsq_protocol.http_api import Reply
 from nsqd.busy_poll import BusyPoller
+from nsqd.http_server import HttpRequest, HttpServer
 from tests.broker.conftest import Connect
 from tests.conftest import Servers
 from tests.servers import Nsqd, wait_for
@@ -95,15 +99,7 @@ def _cpu_seconds(server: Nsqd) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-@pytest.mark.parametrize("window", ["50us", "0"])
-def test_pub_one_at_a_time_then_an_idle_nsqd_uses_no_cpu(servers: Servers, connect: Connect, topic: str,
-                                                         window: str) -> None:
-    server = servers.nsqd(busy_poll_window=window)
-    conn = connect(server)
-    for i in range(500):
-        conn.pub(topic, b"m%d" % i)
-        conn.expect_ok()
-    assert server.topic(topic)["message_count"] == 500  # type: ignore[index]
+def _wait_until_idle(server: Nsqd) -> None:
     samples: list[tuple[float, float]] = []  # (wall clock, nsqd's CPU seconds)
 
     def quiet_for_a_second() -> bool:
@@ -115,3 +111,57 @@ def test_pub_one_at_a_time_then_an_idle_nsqd_uses_no_cpu(servers: Servers, conne
         return bool(second_ago) and samples[-1][1] - second_ago[-1] < 0.25
 
     wait_for(quiet_for_a_second, timeout=15, interval=0.1, message="nsqd idle: under 0.25s of CPU in a second")
+
+
+@pytest.mark.parametrize("window", ["50us", "0"])
+def test_pub_one_at_a_time_then_an_idle_nsqd_uses_no_cpu(servers: Servers, connect: Connect, topic: str,
+                                                         window: str) -> None:
+    server = servers.nsqd(busy_poll_window=window)
+    conn = connect(server)
+    for i in range(500):
+        conn.pub(topic, b"m%d" % i)
+        conn.expect_ok()
+    assert server.topic(topic)["message_count"] == 500  # type: ignore[index]
+    _wait_until_idle(server)
+
+
+@pytest.mark.parametrize("window", ["50us", "0"])
+def test_http_pub_one_at_a_time_then_an_idle_nsqd_uses_no_cpu(servers: Servers, topic: str, window: str) -> None:
+    server = servers.nsqd(busy_poll_window=window)
+    conn = http.client.HTTPConnection(server.host, server.http_port, timeout=10)
+    try:
+        for i in range(500):
+            conn.request("POST", f"/pub?topic={topic}", body=b"m%d" % i)
+            answer = conn.getresponse()
+            assert (answer.status, answer.read()) == (200, b"OK")
+    finally:
+        conn.close()
+    assert server.topic(topic)["message_count"] == 500  # type: ignore[index]
+    _wait_until_idle(server)
+
+
+async def test_the_http_server_reports_every_read_to_its_input_hook() -> None:
+    """nsqd hands its busy poller's ``poke`` to the HTTP server: a client that waits for
+    each answer then gets the next one without the loop going to sleep in between."""
+    reads = 0
+
+    def on_input() -> None:
+        nonlocal reads
+        reads += 1
+
+    async def handle(request: HttpRequest) -> Reply:
+        return Reply(200, b"OK", {"Content-Type": "text/plain"})
+
+    server = HttpServer(handle, on_input=on_input)
+    listener = await server.listen("127.0.0.1", 0)
+    reader, writer = await asyncio.open_connection("127.0.0.1", listener.sockets[0].getsockname()[1])
+    try:
+        for expected_reads in (1, 2, 3):
+            writer.write(b"POST /pub?topic=t HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nm")
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            assert head.startswith(b"HTTP/1.1 200")
+            assert await reader.readexactly(2) == b"OK"
+            assert reads == expected_reads
+    finally:
+        writer.close()
+        await server.close(grace=1.0)

@@ -86,3 +86,15 @@ def test_a_lone_delivery_is_framed_with_its_attempts_plus_one(size: int, attempt
     if buffered:
         client.release_flush()
     assert bytes(transport.written) == expected_frame(payload, min(attempts + 1, 0xFFFF))
+
+
+def test_lone_deliveries_of_many_sizes_each_get_their_own_frame_size() -> None:
+    """Frame headers are kept per payload size for the first sizes seen; sizes past those
+    are framed as exactly."""
+    transport = Transport()
+    client = ClientConn(1, transport, msg_timeout=60.0, heartbeat_interval=30.0,  # type: ignore[arg-type]
+                        output_buffer_size=16 * 1024, output_buffer_timeout=0.25)
+    payloads = [fresh(n, size) for n, size in enumerate([*range(0, 600), *range(599, -1, -1)])]
+    for payload in payloads:
+        client.send_lone(payload)
+    assert bytes(transport.written) == b"".join(expected_frame(p, 1) for p in payloads)

@@ -71,7 +71,7 @@ class NsqdTunables(FlagNamedOptions):
     log_level: LogLevel = Field("info", description="debug, info, warn, error or fatal")
     # beyond NSQ: see nsqd -h; 0 when CPU time is scarce (a tight CPU limit)
     busy_poll_window: BusyPoll = _duration(
-        "50us", "after TCP input, how long nsqd keeps polling its sockets instead of sleeping, for "
+        "50us", "after TCP or HTTP input, how long nsqd keeps polling its sockets instead of sleeping, for "
         "faster answers to clients that wait for each one; costs CPU after each burst, 0 disables, at most 10ms")
 
     @model_validator(mode="after")
