@@ -20,7 +20,13 @@ HOST_IP = PREFIX + "254"
 
 
 def _run(*argv: str) -> None:
-    subprocess.run(argv, check=True, capture_output=True, timeout=10)
+    done = subprocess.run(argv, capture_output=True, timeout=10)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)}: exit {done.returncode}: {done.stderr.decode(errors='replace').strip()}")
+
+
+def _host_end(i: int) -> str:
+    return f"v{_TAG}h{i}"
 
 
 def available() -> bool:
@@ -49,7 +55,10 @@ class Namespaces:
         for i, (name, ip) in enumerate(zip(self.names, self.ips)):
             _run("ip", "netns", "add", name)
             self._made.append(name)
-            host_end, inner_end = f"v{_TAG}h{i}", f"v{_TAG}n{i}"
+            host_end, inner_end = _host_end(i), f"v{_TAG}n{i}"
+            # a namespace is destroyed after "ip netns del" returns, and its veth with it:
+            # the previous test's pair of this name may still be there
+            subprocess.run(["ip", "link", "del", host_end], capture_output=True)
             _run("ip", "link", "add", host_end, "type", "veth", "peer", "name", inner_end)
             _run("ip", "link", "set", inner_end, "netns", name)
             _run("ip", "link", "set", host_end, "master", BRIDGE, "up")
@@ -71,6 +80,8 @@ class Namespaces:
             self.exec(name, "iptables", "-F")
 
     def close(self) -> None:
+        for i in range(len(self._made)):  # deleting one end of a pair deletes both, at once
+            subprocess.run(["ip", "link", "del", _host_end(i)], capture_output=True)
         for name in self._made:
             subprocess.run(["ip", "netns", "del", name], capture_output=True)
         self._made = []
