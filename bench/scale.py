@@ -73,6 +73,13 @@ def consumers_row(count: int) -> Callable[[str], Figures]:
 _OPS = re.compile(rb"([0-9.]+)ops/s")
 
 
+def go_tools_deadline(seconds: float = 2.0) -> str:
+    """A ``-deadline`` for Go's bench tools ``seconds`` from now: tools started together
+    begin their timed run on the same second."""
+    return (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=seconds)
+            ).strftime("%Y-%m-%d %H:%M:%S")
+
+
 def fanout_row(channels: int, seconds: float) -> Callable[[str], Figures]:
     writer, reader = go_tool("bench_writer"), go_tool("bench_reader")
 
@@ -82,8 +89,7 @@ def fanout_row(channels: int, seconds: float) -> Callable[[str], Figures]:
             server.post("/topic/create?topic=fanout")
             for c in range(channels):
                 server.post(f"/channel/create?topic=fanout&channel=c{c}")
-            deadline = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=2)
-                        ).strftime("%Y-%m-%d %H:%M:%S")
+            deadline = go_tools_deadline()
             common = [f"-nsqd-tcp-address={server.address}", "-topic=fanout", f"-runfor={seconds}s",
                       f"-deadline={deadline}"]
             cpu0 = server.cpu_seconds()

@@ -20,7 +20,6 @@ seconds); a ratio above 1.0 is ahead of Go.
 from __future__ import annotations
 
 import argparse
-import datetime
 import multiprocessing as mp
 import statistics
 import subprocess
@@ -31,16 +30,15 @@ from typing import Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fleet  # noqa: E402
 from nsqd_proc import OURS, Server, go_tool, reference_nsqd  # noqa: E402
-from scale import _ops  # noqa: E402
+from scale import _ops, go_tools_deadline  # noqa: E402
+from throughput import FLAGS  # noqa: E402
 
-FLAGS = ["--mem-queue-size=1000000", "--max-rdy-count=5000"]
 Load = Callable[[list[str], float], float]  # two nsqd addresses (maybe the same one) -> rate
 
 
 def writers(batch: int) -> Load:
     def run(addresses: list[str], seconds: float) -> float:
-        start = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=2)
-                 ).strftime("%Y-%m-%d %H:%M:%S")  # both begin on the same second
+        start = go_tools_deadline()
         procs = [subprocess.Popen([go_tool("bench_writer"), f"-nsqd-tcp-address={address}", f"-topic=w{i}",
                                    f"-runfor={seconds}s", f"-deadline={start}", f"-batch-size={batch}"],
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
