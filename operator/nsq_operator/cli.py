@@ -35,6 +35,9 @@ def parser() -> argparse.ArgumentParser:
                    help="seconds between two steps of a rolling upgrade or scale-down")
     p.add_argument("--ready-timeout", type=float, default=Intervals.ready_timeout,
                    help="seconds a replaced pod may take to be Ready before the roll stops Degraded")
+    p.add_argument("--watch-timeout", type=_positive_seconds, default=Intervals.watch,
+                   help="seconds after which the apiserver ends each watch and the operator opens it again; "
+                        "a watch that brings nothing, not even a bookmark, for a minute longer is taken for dead")
     p.add_argument("--default-image", default=DEFAULT_IMAGE,
                    help="the image of an NsqCluster whose spec names none (the chart passes the operator's own)")
     p.add_argument("--operator-namespace", default=os.environ.get(NAMESPACE_ENV, ""),
@@ -54,6 +57,16 @@ def _labels(text: str) -> dict[str, str]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _positive_seconds(text: str) -> int:
+    try:
+        seconds = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds") from None
+    if seconds < 1:
+        raise argparse.ArgumentTypeError(f"{seconds} is not a positive number of seconds")
+    return seconds
+
+
 def operator_pod(args: argparse.Namespace) -> OperatorPod | None:
     """Where the operator runs, when it is told (in a pod); None outside a cluster."""
     if not args.operator_namespace:
@@ -67,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     intervals = Intervals(cluster_status=args.status_interval, topology=args.drift_interval,
-                          rollout=args.rollout_interval, ready_timeout=args.ready_timeout)
+                          rollout=args.rollout_interval, ready_timeout=args.ready_timeout,
+                          watch=args.watch_timeout)
     runtime = Runtime(intervals=intervals, default_image=args.default_image, operator_pod=operator_pod(args))
     if args.metrics_address:
         metrics.serve(args.metrics_address, metrics.RolloutCollector(runtime))

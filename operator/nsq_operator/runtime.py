@@ -32,6 +32,7 @@ class Intervals:
     max_backoff: float = 300.0  # longest delay between retries of a stopped roll
     unschedulable_timeout: float = 300.0  # a pod no node takes for this long makes the cluster Degraded
     failed_create_window: float = 900.0  # a FailedCreate event this recent explains missing pods (Degraded)
+    watch: int = 600  # the apiserver ends each watch after this long (its timeoutSeconds, whole seconds)
 
 
 Credentials = Callable[..., "kopf.ConnectionInfo | None"]

@@ -45,7 +45,7 @@ import pytest
 
 from nsq_operator.builders.limits import MAX_CLUSTER_NAME
 from tests.chart.helm import helm_binary
-from tests.cluster import nsq_exec
+from tests.cluster import audit, nsq_exec
 from tests.cluster.kube import (REPO, Kube, KubectlError, connection_outcomes, connector_pod, namespace_snapshot, pod,
                                 project_image, restricted_container, wait_until)
 
@@ -57,6 +57,8 @@ SMALL = {"requests": {"cpu": "10m", "memory": "32Mi"}}
 # one namespace per test, made before the operator is installed (its RoleBindings go there)
 APP_NAMESPACES = ("restricted", "storage", "crash", "names", "gone", "token", "policy", "replication")
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+IDLE_WINDOW = 90  # seconds
+IDLE_REQUESTS_PER_MINUTE = 4  # none is needed: no object to run, and every watch lasts 10 minutes
 
 
 def fullname(release: str) -> str:
@@ -275,27 +277,33 @@ def replication_namespace(kube: Kube, operator: Operator) -> Iterator[str]:
 
 def test_the_idle_operator_s_requests_per_minute(kube: Kube, operator: Operator) -> None:
     """Counted by the apiserver itself: a FlowSchema matching the operator's ServiceAccount
-    alone, so the other tests' and engineers' requests are not counted."""
+    alone, so the other tests' and engineers' requests are not counted; on failure the audit
+    log says which requests they were. The window is longer than kopf's own 70 s watch
+    inactivity timeout, which reopened every watch of a custom resource no one changed."""
     wait_until("the operator's requests to be counted under its FlowSchema",
                lambda: flow_dispatched(kube, operator.flow_schema) > 0, timeout=60)
     # its start (a LIST and a WATCH per resource and namespace, 8 namespaces) must be over,
-    # on a loaded machine too: settled once 10 s pass with 2 requests at most
-    last = [flow_dispatched(kube, operator.flow_schema)]
+    # on a loaded machine too, where kopf may open its watches in bursts seconds apart:
+    # settled once 20 s pass with 2 requests at most
+    samples = [flow_dispatched(kube, operator.flow_schema)]
 
     def settled() -> bool:
-        now = flow_dispatched(kube, operator.flow_schema)
-        quiet, last[0] = now - last[0] <= 2, now
-        return quiet
-    wait_until("the operator to settle after its start", settled, timeout=180, every=10)
-    start, total_start, began = flow_dispatched(kube, operator.flow_schema), apiserver_requests(kube), time.monotonic()
-    wait_until("a minute to pass", lambda: time.monotonic() - began >= 60, timeout=90, every=1)
+        samples.append(flow_dispatched(kube, operator.flow_schema))
+        return len(samples) >= 3 and samples[-1] - samples[-3] <= 2
+    wait_until("the operator to settle after its start", settled, timeout=240, every=10)
+    began, began_at = time.monotonic(), audit.now()  # before the counters: the audit sees what they count
+    start, total_start = flow_dispatched(kube, operator.flow_schema), apiserver_requests(kube)
+    wait_until("the window to pass", lambda: time.monotonic() - began >= IDLE_WINDOW, timeout=IDLE_WINDOW + 30,
+               every=1)
     took = time.monotonic() - began
     per_minute = (flow_dispatched(kube, operator.flow_schema) - start) * 60 / took
     everyone = (apiserver_requests(kube) - total_start) * 60 / took
+    sent = audit.requests_of(audit.service_account_user(operator.namespace, fullname(RELEASE)), began_at, audit.now())
     print(f"idle operator (no NsqCluster in its {len(operator.apps)} namespaces): {per_minute:.1f} requests/min "
           f"(apiserver_flowcontrol_dispatched_requests_total, FlowSchema {operator.flow_schema}); "
-          f"the whole apiserver: {everyone:.1f} requests/min (apiserver_request_total)")
-    assert per_minute < 60, per_minute
+          f"the whole apiserver: {everyone:.1f} requests/min (apiserver_request_total); "
+          f"the operator's, audited: {audit.summary(sent)}")
+    assert per_minute < IDLE_REQUESTS_PER_MINUTE, f"{per_minute:.1f}/min: {audit.summary(sent)}"
 
 
 @pytest.mark.timeout(600)

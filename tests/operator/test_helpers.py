@@ -5,17 +5,20 @@ from __future__ import annotations
 import tomllib
 from typing import Any
 
+import kopf
 import pytest
 from pydantic import ValidationError
 
 from nsq_operator.builders import toml
 from nsq_operator.cli import parser
 from nsq_operator.endpoints import PodDnsEndpoints
+from nsq_operator.handlers.login import configure
 from nsq_operator.kube.apply import apply, contains
 from nsq_operator.builders.statefulsets import build_nsqd_statefulset
 from nsq_operator.models import NsqCluster, NsqClusterSpec
 from nsq_operator.models.common import quantity_value
 from nsq_operator.reconcile.storage import storage_change
+from nsq_operator.runtime import Intervals, Runtime
 from nsq_operator.models.cluster import ClusterRef
 from nsq_operator.status import conditions
 from nsq_operator.status.errors import describe
@@ -116,6 +119,23 @@ def test_command_line() -> None:
     args = parser().parse_args(["-n", "queues", "-n", "other", "--status-interval", "3"])
     assert args.namespace == ["queues", "other"] and args.status_interval == 3.0
     assert parser().parse_args([]).namespace == []
+
+
+@pytest.mark.parametrize("given", ["0", "-5", "2.5", "ten"])
+def test_the_watch_timeout_is_a_positive_whole_number_of_seconds(given: str) -> None:
+    with pytest.raises(SystemExit):
+        parser().parse_args([f"--watch-timeout={given}"])
+
+
+def test_each_watch_is_ended_by_the_apiserver_before_kopf_takes_its_silence_for_a_dead_stream() -> None:
+    """The apiserver sends no bookmark on a watch of objects no one changed: kopf's 70 s
+    inactivity timeout then reopened every idle watch (the real cluster's idle test)."""
+    watch = parser().parse_args(["--watch-timeout", "300"]).watch_timeout
+    settings = kopf.OperatorSettings()
+    configure(settings=settings, memo=kopf.Memo(runtime=Runtime(intervals=Intervals(watch=watch))))
+    assert settings.watching.server_timeout == 300 and str(settings.watching.server_timeout) == "300"  # timeoutSeconds
+    assert settings.watching.inactivity_timeout is not None and settings.watching.inactivity_timeout > 300
+    assert parser().parse_args([]).watch_timeout == Intervals.watch
 
 
 def test_quantities_compare_by_value() -> None:
