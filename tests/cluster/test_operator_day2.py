@@ -15,11 +15,13 @@ touches another engineer's NsqClusters):
   outside nsq-system, under a release name of its own) and the named clients, no one else;
   quantities the apiserver stores canonical cause no write on later passes; a policy the
   spec drops while the StatefulSet controller rewrites status is still pruned;
-- (xfail, a defect) a deleted watched namespace leaves no timer running for its NsqClusters.
+- a deleted watched namespace leaves no timer running for its NsqClusters;
+- the idle operator sends nothing: its watches last 10 minutes each.
 
 The operator's requests are counted by the apiserver under a FlowSchema matching its
 ServiceAccount alone (apiserver_flowcontrol_dispatched_requests_total), so other tests'
-and engineers' requests on the shared cluster are not counted (run with -s to see them).
+and engineers' requests on the shared cluster are not counted (run with -s to see them);
+the cluster's audit log names them when a count fails (tests/cluster/audit.py).
 
 The token's renewal takes eight minutes: the operator's Deployment gets its 600 s token
 before the first test (the module's operator fixture) and the last test checks it.
