@@ -281,7 +281,7 @@ def test_the_idle_operator_s_requests_per_minute(kube: Kube, operator: Operator)
     """Counted by the apiserver itself: a FlowSchema matching the operator's ServiceAccount
     alone, so the other tests' and engineers' requests are not counted; on failure the audit
     log says which requests they were. The window is longer than kopf's own 70 s watch
-    inactivity timeout, which reopened every watch of a custom resource no one changed."""
+    inactivity timeout, which reopened every watch of a kind whose objects no one changed."""
     wait_until("the operator's requests to be counted under its FlowSchema",
                lambda: flow_dispatched(kube, operator.flow_schema) > 0, timeout=60)
     # its start (a LIST and a WATCH per resource and namespace, 8 namespaces) must be over,
