@@ -3,7 +3,6 @@ so a restarted operator picks up where the last one stopped)."""
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 
@@ -14,6 +13,7 @@ from nsq_protocol.version import own_program_version
 from .constants import DEFAULT_IMAGE
 from . import metrics
 from .handlers import build_registry
+from .log_format import configure_logging
 from .models.network import FALLBACK_LABELS, LABELS_ENV, NAMESPACE_ENV, OperatorPod, parse_labels
 from .runtime import Intervals, Runtime
 
@@ -77,8 +77,7 @@ def operator_pod(args: argparse.Namespace) -> OperatorPod | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(args.verbose)
     intervals = Intervals(cluster_status=args.status_interval, topology=args.drift_interval,
                           rollout=args.rollout_interval, ready_timeout=args.ready_timeout,
                           watch=args.watch_timeout)
