@@ -132,9 +132,12 @@ def namespace_snapshot(kube: Kube, namespace: str, operator_namespace: str | Non
     events = kube.run("get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False)
     lines.extend(events.strip().splitlines()[-25:])
     if operator_namespace:
-        lines.append(f"--- operator log ({operator_namespace}), last lines")
-        lines.append(kube.run("logs", "-n", operator_namespace, "-l", "app.kubernetes.io/name=nsq-operator",
-                              "--tail", "40", check=False))
+        log = kube.run("logs", "-n", operator_namespace, "-l", "app.kubernetes.io/name=nsq-operator",
+                       "--tail", "5000", check=False).splitlines()
+        lines.append(f"--- operator log ({operator_namespace}), its last lines naming {namespace}")
+        lines.extend([line for line in log if namespace in line][-40:])
+        lines.append("--- operator log, its last lines")
+        lines.extend(log[-20:])
     return "\n".join(lines)
 
 

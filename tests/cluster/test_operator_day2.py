@@ -476,7 +476,9 @@ def test_the_network_policy_admits_the_operator_and_named_clients_and_keeps_othe
     kube.apply(nsq_topic("orders", ns, "guarded"))
     for nsqd in ("guarded-nsqd-0", "guarded-nsqd-1"):
         wait_until(f"the topic on {nsqd}", lambda: "orders" in nsqd_topics(kube, ns, nsqd), timeout=120, every=2)
-    wait_until("NsqTopic orders Ready", lambda: is_true(kube, "nsqtopic", "orders", ns, "Ready"), timeout=120, every=2)
+    wait_until("NsqTopic orders Ready", lambda: is_true(kube, "nsqtopic", "orders", ns, "Ready"), timeout=120, every=2,
+               explain=lambda: namespace_snapshot(kube, ns, operator.namespace)
+               + "\n" + json.dumps(kube.get("nsqtopic", "orders", ns).get("status")))
 
     # through the address status.listeners gives, a client pod with the named labels
     # connects to nsqd's TCP port; one without them does not
@@ -636,7 +638,9 @@ def test_a_replicated_nsqd_lost_with_its_disk_is_adopted_and_replaced_under_an_e
     claim = kube.get("pvc", "data-rep-nsqd-0", ns)
     assert not claim["metadata"].get("deletionTimestamp") and claim["status"]["phase"] == "Bound"
     cluster_ready(kube, "rep", ns, operator_namespace=operator.namespace)
-    wait_until("NsqTopic orders Ready", lambda: is_true(kube, "nsqtopic", "orders", ns, "Ready"), timeout=120, every=2)
+    wait_until("NsqTopic orders Ready", lambda: is_true(kube, "nsqtopic", "orders", ns, "Ready"), timeout=120, every=2,
+               explain=lambda: namespace_snapshot(kube, ns, operator.namespace)
+               + "\n" + json.dumps(kube.get("nsqtopic", "orders", ns).get("status")))
 
 
 @pytest.mark.timeout(900)
