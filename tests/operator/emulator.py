@@ -141,6 +141,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
     _tasks: set[Any] = attrs.field(factory=set, init=False)
     # StatefulSets whose next write meets a status write of their controller first, one a line
     status_race_file: Path | None = None
+    # "<plural>/<name>" whose next status write is refused with 409, one a line
+    status_conflict_file: Path | None = None
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -376,6 +378,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
             current = await self._race_status(key, current)
         self._check_precondition(request, current)
         if request.subresource == "status":
+            self._conflict_once(f"{resource.plural}/{key[2]}")
             new = {**current, "status": new.get("status")}
         elif self._has_status(resource):
             new["status"] = current.get("status")
@@ -466,6 +469,20 @@ class KubeEmulator(kmock.KubernetesEmulator):
                 status=403, reason="Forbidden",
                 message=f"persistentvolumeclaims \"{name}\" is forbidden: only dynamically provisioned pvc can be "
                         f"resized and the storageclass that provisions the pvc must support resize")
+
+    def _conflict_once(self, named: str) -> None:
+        """The apiserver's answer when its own retries of a write under contention ran out
+        ("the object has been modified"): once per naming, for the status writes a test names."""
+        if self.status_conflict_file is None or not self.status_conflict_file.exists():
+            return
+        waiting = self.status_conflict_file.read_text(encoding="utf-8").split()
+        if named not in waiting:
+            return
+        waiting.remove(named)
+        self.status_conflict_file.write_text("\n".join(waiting), encoding="utf-8")
+        raise kmock.KubernetesError(status=409, reason="Conflict",
+                                    message=f"Operation cannot be fulfilled on {named}: the object has been "
+                                            f"modified; please apply your changes to the latest version and try again")
 
     def _racing(self) -> set[str]:
         if self.status_race_file is None or not self.status_race_file.exists():

@@ -31,6 +31,7 @@ REJECTIONS = "apiserver-rejections.jsonl"
 FORBIDDEN = "forbidden-creates"
 FORBIDDEN_NAMESPACES = "forbidden-namespaces"
 STATUS_RACE = "status-race"
+STATUS_CONFLICT = "status-conflict"
 TOKEN = "serviceaccount-token"  # the operator's token: what it logs in with, what the apiserver accepts
 
 
@@ -43,6 +44,7 @@ def _backstage_main(root: str, namespace: str, pipe: Connection, restricted: boo
                                 rejections_file=Path(root) / REJECTIONS, forbidden_file=Path(root) / FORBIDDEN,
                                 forbidden_namespaces_file=Path(root) / FORBIDDEN_NAMESPACES,
                                 status_race_file=Path(root) / STATUS_RACE,
+                                status_conflict_file=Path(root) / STATUS_CONFLICT,
                                 tokens_file=Path(root) / TOKEN) as emulator, kmock.Server(emulator) as server:
             kubelet = FakeKubelet(str(server.url), namespace, Path(root))
             await kubelet.start()
@@ -106,6 +108,15 @@ class Backstage:
         """The next write to each of these StatefulSets meets a status write of its controller
         first (its resourceVersion moves between the writer's read and its write), once."""
         (self.root / STATUS_RACE).write_text("\n".join(statefulsets), encoding="utf-8")
+
+    def conflict_status_write(self, kind: str, name: str) -> None:
+        """The next status write to this object is refused with 409 Conflict, once."""
+        with (self.root / STATUS_CONFLICT).open("a", encoding="utf-8") as out:
+            out.write(f"{PLURALS[kind]}/{name}\n")
+
+    def conflicts_waiting(self) -> list[str]:
+        path = self.root / STATUS_CONFLICT
+        return path.read_text(encoding="utf-8").split() if path.exists() else []
 
     def rejections(self) -> list[dict[str, str]]:
         path = self.root / REJECTIONS

@@ -147,3 +147,24 @@ async def test_a_topic_of_a_missing_cluster_waits(operator: OperatorUnderTest, c
     # and the operator keeps serving the others
     await operator.create("NsqTopic", "after", {"cluster": cluster})
     await operator.ready("NsqTopic", "after")
+
+
+async def test_a_refused_status_write_does_not_end_the_periodic_pass(operator: OperatorUnderTest, cluster: str) -> None:
+    """The apiserver refuses a write now and then (409 when its own retries under contention
+    run out, 5xx while it restarts): the topic's status must follow its nsqds afterwards
+    as before, not stay at what it said last."""
+    await operator.create("NsqTopic", "ledger", {"cluster": cluster})
+    await operator.ready("NsqTopic", "ledger")
+
+    async def depth(expected: int) -> bool:
+        return (await operator.get("NsqTopic", "ledger"))["status"]["depth"] == expected
+
+    async def refused() -> bool:
+        return operator.backstage.conflicts_waiting() == []
+
+    operator.backstage.conflict_status_write("NsqTopic", "ledger")
+    publish(operator, NODES[0], "ledger", 3)  # the pass that says so meets the 409
+    await operator.until(refused, 20, "the status write refused")
+    await operator.until(lambda: depth(3), 20, "status shows the 3 messages once writes are accepted again")
+    publish(operator, NODES[0], "ledger", 2)
+    await operator.until(lambda: depth(5), 20, "status goes on following the nsqd")

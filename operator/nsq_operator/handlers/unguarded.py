@@ -13,7 +13,14 @@ with it). So a timer whose pass meets a 403 reads its own object afresh, once a 
 that answers 403 or 404 (or names another object since), the object is gone for the
 operator; the pass ends there, writing nothing, the timer stops with one INFO record and
 the object's memo drops what the operator kept in it. Should the object show up again on
-the watch (access given back), kopf starts its timers anew."""
+the watch (access given back), kopf starts its timers anew.
+
+A pass's status is written by the operator's own client before the pass ends, not left in
+kopf's patch: kopf 1.45 applies a timer's patch outside the handler, and a refused write
+there (a 409 once the apiserver's own retries under contention ran out, a 5xx longer than
+kopf's retries) ends the timer's task for good: the object's status would say what it said
+last until the operator restarts. Refused here, it fails the pass, which kopf retries after
+its backoff, and the next pass writes the status it finds then."""
 from __future__ import annotations
 
 import dataclasses
@@ -47,6 +54,16 @@ async def ensure_there(memo: Any, body: Any) -> None:
         raise Gone("another object of its name took its place")
 
 
+async def write_status(memo: Any, body: Any, patch: kopf.Patch) -> None:
+    """The status the pass put in kopf's patch, sent now; the patch is left empty for kopf,
+    whether the write is accepted or not."""
+    status = patch.pop("status", None)
+    if not status:
+        return
+    meta = body["metadata"]
+    await runtime_of(memo).kube.patch(body["kind"], meta["namespace"], meta["name"], {"status": status}, "status")
+
+
 def _until_gone(fn: Fn, id_: str) -> Fn:
     async def guarded(*, body: Any, memo: Any, patch: kopf.Patch, stopped: kopf.DaemonStopped,
                       logger: Any, **kwargs: Any) -> Any:
@@ -60,7 +77,15 @@ def _until_gone(fn: Fn, id_: str) -> Fn:
 
         token = ON_FORBIDDEN.set(on_forbidden)
         try:
-            return await fn(body=body, memo=memo, patch=patch, stopped=stopped, logger=logger, **kwargs)
+            try:
+                result = await fn(body=body, memo=memo, patch=patch, stopped=stopped, logger=logger, **kwargs)
+            except Gone:
+                raise
+            except Exception:
+                await write_status(memo, body, patch)  # a failed pass's status is written all the same
+                raise
+            await write_status(memo, body, patch)
+            return result
         except Gone as e:
             patch.clear()  # nothing of the pass is written
             memo.pop(ANNOUNCED, None)
