@@ -45,7 +45,8 @@ CALLS: list[Call] = [
       for verb in ("list", "watch")),
     *(Call("patch", NSQ, plural, "object", "kopf: finalizer, progress and last-handled annotations")
       for plural in CUSTOM),
-    *(Call("patch", NSQ, f"{plural}/status", "object", "kopf: the patch.status of every handler")
+    *(Call("patch", NSQ, f"{plural}/status", "object", "kopf: the patch.status of every change handler; "
+                                                   "handlers.unguarded.send_status: every timer's pass")
       for plural in CUSTOM),
     Call("get", NSQ, "nsqclusters", "object", "handlers.rollout reads the NsqCluster afresh before a step of a roll "
                                               "(idle passes read kopf's bodies and indexes)"),

@@ -54,7 +54,7 @@ async def ensure_there(memo: Any, body: Any) -> None:
         raise Gone("another object of its name took its place")
 
 
-async def write_status(memo: Any, body: Any, patch: kopf.Patch) -> None:
+async def send_status(memo: Any, body: Any, patch: kopf.Patch) -> None:
     """The status the pass put in kopf's patch, sent now; the patch is left empty for kopf,
     whether the write is accepted or not."""
     status = patch.pop("status", None)
@@ -82,9 +82,9 @@ def _until_gone(fn: Fn, id_: str) -> Fn:
             except Gone:
                 raise
             except Exception:
-                await write_status(memo, body, patch)  # a failed pass's status is written all the same
+                await send_status(memo, body, patch)  # a failed pass's status is written all the same
                 raise
-            await write_status(memo, body, patch)
+            await send_status(memo, body, patch)
             return result
         except Gone as e:
             patch.clear()  # nothing of the pass is written
