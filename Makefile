@@ -33,7 +33,8 @@ $(CHECKOV):
 # The /metrics tests run Prometheus' own linter, promtool, taken out of Debian's prometheus
 # package into the venv (installing the package would also start a Prometheus server);
 # without it they skip, saying why. The replicated topics' fault tests run nsqd under
-# strace (a slow fsync) and libfaketime (clock jumps), both from Debian's packages.
+# strace (a slow fsync) and libfaketime (clock jumps), and cut links between nsqds in
+# network namespaces with iptables: all three from Debian's packages.
 $(STAMP): $(BASE) $(CHECKOV)
 	@command -v java >/dev/null || { \
 	  echo "installing Java 17 for the Spark tests"; \
@@ -48,10 +49,10 @@ $(STAMP): $(BASE) $(CHECKOV)
 	  { apt-get download -qq prometheus 2>/dev/null || { apt-get update -qq && apt-get download -qq prometheus; }; } && \
 	  dpkg-deb -x prometheus_*.deb . && cp usr/bin/promtool ../bin/promtool && cd .. && rm -rf .prometheus-deb; } || \
 	  echo "could not fetch promtool: the promtool checks of /metrics will skip"
-	@dpkg -s strace libfaketime >/dev/null 2>&1 || { \
-	  echo "installing strace and faketime for the replication fault tests (slow fsync, clock jumps)"; \
-	  apt-get update -qq && apt-get install -y -qq --no-install-recommends strace faketime; } || \
-	  echo "could not install strace and faketime: the slow-disk and clock-jump tests will skip"
+	@dpkg -s strace libfaketime iptables >/dev/null 2>&1 || { \
+	  echo "installing strace, faketime and iptables for the replication fault tests (slow fsync, clock jumps, partitions)"; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends strace faketime iptables; } || \
+	  echo "could not install strace, faketime and iptables: the slow-disk, clock-jump and partition tests will skip"
 	$(PY) -m pip install -q -e '.[test,spark]'
 	touch $(STAMP)
 
