@@ -8,6 +8,7 @@ checker proves every acknowledged message delivered."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
 from pathlib import Path
 
@@ -113,3 +114,45 @@ async def test_a_monotonic_jump_forwards_does_not_make_the_jumping_node_adopt_li
     report = check(load.acked, delivered, load.failed)
     print(f"\nmonotonic clock +1h on the first backup: {report}, failed publishes {len(load.failed)}")
     assert not report.lost
+
+
+async def test_an_adopter_keeps_due_times_when_the_lost_owners_clock_was_an_hour_off(
+        cluster, tmp_path: Path) -> None:
+    """Due times travel in the owner's wall clock; its backups learn from its PINGs how far
+    that clock is from theirs, and an adopter delays what it takes over by what was left
+    in the owner's time, not in its own."""
+    clock = faults.FakeClock(tmp_path / "clock0", monotonic=False)
+    clock.jump(HOUR)  # the owner's clock an hour ahead from its start
+    c = cluster(3, wrap={0: clock.prefix()})
+    owner, adopter, _ = c.nodes
+    await asyncio.to_thread(faults.wait_clock_seen, owner, clock)
+    await asyncio.to_thread(wait_for, lambda: abs(c.replication(1)["clock_offsets_ms"].get(c.peers[0], 0)
+                                                   + HOUR * 1000) < 2000, 10,
+                            message="the adopter measured the owner's clock an hour ahead")
+    post(owner, "/topic/create?topic=orders")
+    post(owner, "/channel/create?topic=orders&channel=billing")
+    # one message requeued with a 6 s delay by a consumer of the owner, three deferred 6 s
+    assert await produce_one(owner, "req") == b"req-000000-00"
+    first = iter([("req", 6000)])
+    consumer = await Consumer(owner.tcp_address, "orders", "billing", rdy=10,
+                              decide=lambda d: next(first, Hold)).start()
+    await consumer.wait_until(lambda: len(consumer.deliveries) >= 1, 10, "the message to requeue")
+    await consumer.quiesce()
+    requeued_at = consumer.deliveries[0].at
+    await consumer.stop()
+    deferred_at = time.time()
+    later = [b"later-%d" % i for i in range(3)]
+    assert await dpub(owner.tcp_address, "orders", 6000, later) == later
+    await asyncio.to_thread(wait_for, lambda: c.replication(1)["held_copies"].get(c.peers[0]) == 4, 10,
+                            message="the adopter holds the four copies")
+
+    owner.kill()
+    shutil.rmtree(owner.workdir / "data")
+    after = await Consumer(adopter.tcp_address, "orders", "billing", rdy=10).start()
+    await after.wait_until(lambda: {*later, b"req-000000-00"} <= after.bodies(), 20, "the deferred messages")
+    await after.stop()
+    at = {d.body: d.at for d in after.deliveries}
+    assert c.replication(1)["adopted"] == {c.peers[0]: 4}
+    # neither an hour late nor at the adoption (2-3 s after the kill): when they were due
+    assert all(deferred_at + 6 - 0.2 <= at[body] <= deferred_at + 6 + 2 for body in later), (deferred_at, at)
+    assert requeued_at + 6 - 0.2 <= at[b"req-000000-00"] <= requeued_at + 6 + 2, (requeued_at, at)

@@ -54,6 +54,7 @@ class Link:
     generation: int = 1  # the owner's, said in the HELLO of this connection
     catching_up_until: int | None = None  # the snapshot's SYNCED seq, until acknowledged
     snapshot: set[bytes] = field(default_factory=set)  # the live messages the snapshot held
+    closed: bool = False  # the backup closed the connection at HELLO: nothing more is read
 
 
 @dataclass
@@ -280,7 +281,7 @@ class ReplicationMachine(RuleBasedStateMachine):
             return
         (owner, backup), link = found
         raw = link.frames.popleft()
-        if self.gens[backup].refuses(owner, link.generation):
+        if link.closed or self.gens[backup].refuses(owner, link.generation):
             link.frames.clear()  # a fenced generation: the backup closed the connection
             return
         [(frame, _)] = wire.raw_frames(raw)
@@ -335,14 +336,23 @@ class ReplicationMachine(RuleBasedStateMachine):
         owner or ask for a snapshot (as ``Replicator._welcomed``)."""
         link.acks.clear()
         link.catching_up_until = None
+        link.closed = False
         link.generation = self.gens[owner].own
+        incarnation = self.gens[owner].incarnation
         gens, store = self.gens[backup], self.stores[backup]
+        if store.other_life(owner, link.generation, incarnation):
+            # the owner lost its data path: what is held of its former life is fenced for
+            # an adoption, and the owner answered nothing
+            gens.fence(owner, store.generation(owner))
+            link.frames.clear()
+            link.closed = True
+            return
         if gens.refuses(owner, link.generation):
             link.frames.clear()
             if gens.announced_for(owner) >= link.generation:
                 self._fenced(owner, gens.announced_for(owner))
             return
-        store.begin(owner, link.generation)
+        store.begin(owner, link.generation, incarnation)
         if store.keeps_log(owner) and (owner, backup) in self.wiped and owner not in self.own_lost:
             # the snapshot's SYNCED was written before the connection dropped, its ACK lost:
             # the backup says so in WELCOME and gets no other snapshot

@@ -105,3 +105,40 @@ async def test_a_wiped_backup_is_caught_up_and_its_adoption_loses_nothing(cluste
     await adopted.stop()
     assert adopted.bodies() == want, "a finished message came back, or one never published"
     assert len(adopted.deliveries) == len(want), "duplicates"
+
+
+async def test_an_owner_back_wiped_in_an_older_generation_has_the_copies_of_its_newer_one_adopted(
+        cluster) -> None:
+    """Two replicas: the owner, adopted once, publishes in generation 2; then it loses its
+    data directory while its backup is down, so nobody adopts during its silent start.
+    It says HELLO in generation 1 (it knows no better) to a backup holding its
+    generation 2: the backup adopts those copies, and the owner learns it."""
+    c = cluster(2, sync_before_ack="true")
+    owner, backup, _ = c.nodes
+    post(owner, "/topic/create?topic=orders")
+    post(owner, "/channel/create?topic=orders&channel=billing")
+    assert (await publish(owner.tcp_address, "orders", [b"first"])).acked == [b"first"]
+    owner.kill()
+    wait_for(lambda: c.replication(1)["adopted"].get(c.peers[0]) == 1, 15, message="the first adoption")
+    owner.start()
+    assert c.replication(0)["generation"] == 2
+
+    second = [b"second-%02d" % i for i in range(20)]
+    assert (await publish(owner.tcp_address, "orders", second, batch=5)).acked == second
+    wait_for(lambda: c.replication(1)["held_copies"].get(c.peers[0]) == 20, 10, message="copies of generation 2")
+    assert backup.stop() == 0
+    owner.kill()
+    shutil.rmtree(owner.workdir / "data")
+    owner.start()  # an empty data path: silent, then in generation 1, its backup still down
+    assert c.replication(0)["silent"] and c.replication(0)["generation"] == 1
+    wait_for(lambda: not c.replication(0)["silent"], 15, message="the owner's silent start over")
+    backup.start()  # now its backup hears the owner at once: no loss of it to see
+
+    wait_for(lambda: c.replication(1)["adopted"].get(c.peers[0]) == 20, 20,  # counted since its restart
+             message="the backup adopted the copies of the owner's lost generation")
+    wait_for(lambda: c.replication(0)["generation"] == 3, 15, message="the owner told of the adoption")
+    consumer = await Consumer(backup.tcp_address, "orders", "billing", rdy=50).start()
+    await consumer.wait_until(lambda: set(second) <= consumer.bodies(), 20, "generation 2's messages")
+    await consumer.quiesce()
+    await consumer.stop()
+    assert sorted(d.body for d in consumer.deliveries) == second

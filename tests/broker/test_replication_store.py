@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 from pathlib import Path
 
 from nsqd.message import encode_payload
 from nsqd.payload_run import PayloadRun
 from nsqd.replication import store as store_module, wire
+from nsqd.replication.generations import Generations
 from nsqd.replication.store import ReplicaStore
 from nsqd.replication.wire import Entry
 
@@ -118,6 +120,36 @@ def test_a_log_is_whole_from_its_snapshot_s_end_and_keeps_its_generation(tmp_pat
     again.begin(OWNER, 4)  # the owner moved on: generation 3 was adopted
     assert again.held(OWNER) == 0 and again.generation(OWNER) == 4
     again.close()
+
+
+def test_copies_know_the_life_of_their_owner_across_a_restart(tmp_path: Path) -> None:
+    """The incarnation an owner said in HELLO is kept in the log's head: after a restart,
+    copies held of it are told apart from a later life of the owner's data path (which
+    says an older generation, or another incarnation) and from the same life."""
+    store = ReplicaStore(str(tmp_path), durable=False)
+    store.begin(OWNER, 2, "life-a")
+    apply(store, wire.append(0, "t", [msg(1)]))
+    store.close()
+
+    again = ReplicaStore(str(tmp_path), durable=False)
+    again.load()
+    assert again.incarnations[OWNER] == "life-a" and again.generation(OWNER) == 2
+    assert not again.other_life(OWNER, 2, "life-a")
+    assert not again.other_life(OWNER, 2, "")  # an owner that does not say: only its generation counts
+    assert again.other_life(OWNER, 1, "")  # a generation gone back: a lost data path
+    assert again.other_life(OWNER, 2, "life-b") and again.other_life(OWNER, 3, "life-b")
+    apply(again, wire.empty("t", "", [b"%016x" % 1]))  # dropped: nothing live, nothing to adopt
+    assert again.held(OWNER) == 0 and not again.other_life(OWNER, 1, "life-b")
+    again.begin(OWNER, 1, "life-b")  # what is left of life a (its channels) goes
+    assert again.incarnations[OWNER] == "life-b" and again.generation(OWNER) == 1
+    again.close()
+
+
+def test_a_data_path_keeps_its_incarnation_until_it_is_lost(tmp_path: Path) -> None:
+    first = Generations.load(str(tmp_path / "replication"))
+    assert Generations.load(str(tmp_path / "replication")).incarnation == first.incarnation
+    shutil.rmtree(tmp_path / "replication")
+    assert Generations.load(str(tmp_path / "replication")).incarnation != first.incarnation
 
 
 def mid(n: int) -> bytes:

@@ -14,13 +14,16 @@ ids = st.binary(min_size=16, max_size=16)
 entries = st.builds(Entry, st.binary(min_size=26, max_size=300), st.integers(0, 2**63 - 1))
 
 frames = st.one_of(
-    st.builds(lambda n, g: (wire.hello(n, g), (Kind.HELLO, n, g)), names, st.integers(0, 2**64 - 1)),
+    st.builds(lambda n, g: (wire.hello(n, g), (Kind.HELLO, n, g, "")), names, st.integers(0, 2**64 - 1)),
+    st.builds(lambda n, g, i: (wire.hello(n, g, i), (Kind.HELLO, n, g, i)), names, st.integers(1, 2**64 - 1),
+              names),
     st.builds(lambda s, t, e: (wire.append(s, t, e), (Kind.APPEND, s, t, e)),
               st.integers(0, 2**64 - 1), names, st.lists(entries, max_size=5)),
     st.builds(lambda s: (wire.ack(s), (Kind.ACK, s)), st.integers(0, 2**64 - 1)),
     st.builds(lambda t, c, i: (wire.fin(t, c, i), (Kind.FIN, t, c, i)), names, names, st.lists(ids, max_size=5)),
     st.builds(lambda t, c: (wire.channels(t, c), (Kind.CHANNELS, t, c)), names, st.lists(names, max_size=4)),
-    st.just((wire.ping(), (Kind.PING,))),
+    st.just((wire.ping(), (Kind.PING, 0))),
+    st.builds(lambda t: (wire.ping(t), (Kind.PING, t)), st.integers(0, 2**64 - 1)),
     st.builds(lambda s, o, g: (wire.pull(s, o, g), (Kind.PULL, s, o, g)), st.integers(0, 2**64 - 1), names,
               st.integers(0, 2**64 - 1)),
     st.builds(lambda s: (wire.done(s), (Kind.DONE, s)), st.integers(0, 2**64 - 1)),
@@ -39,7 +42,7 @@ frames = st.one_of(
 def values(frame: wire.Frame) -> tuple:
     k = frame.kind
     if k is Kind.HELLO:
-        return (k, frame.name, frame.generation)
+        return (k, frame.name, frame.generation, frame.incarnation)
     if k is Kind.APPEND:
         return (k, frame.seq, frame.topic, frame.entries)
     if k in (Kind.ACK, Kind.DONE, Kind.SYNCED):
@@ -60,6 +63,8 @@ def values(frame: wire.Frame) -> tuple:
         return (k, frame.topic, frame.channel, frame.paused)
     if k is Kind.REQ:
         return (k, frame.topic, frame.channel, frame.due_ms, frame.ids)
+    if k is Kind.PING:
+        return (k, frame.clock_ms)
     return (k,)
 
 
@@ -91,6 +96,26 @@ def test_pulled_carries_one_inner_frame() -> None:
         assert frame.inner is not None and frame.inner.topic == "t"
     with pytest.raises(WireError):
         _decode(wire.pulled("o", wire.ping()))
+
+
+def _grown(frame: bytes, extra: bytes) -> bytes:
+    """``frame`` with ``extra`` after its body, as a later version might send it."""
+    return (len(frame) - 4 + len(extra)).to_bytes(4, "big") + frame[4:] + extra
+
+
+def test_handshake_and_ping_frames_may_grow_and_every_other_frame_is_read_whole() -> None:
+    """HELLO, WELCOME and PING with fields this version does not know are read for the
+    fields it knows (a later version can add one without an older peer closing the
+    link); any other frame with bytes after its body is refused."""
+    extra = b"\x00\x00\x00\x00\x00\x00\x00\x07later"
+    assert values(_decode(_grown(wire.hello("n", 3, "life"), extra))[0]) == (Kind.HELLO, "n", 3, "life")
+    assert values(_decode(_grown(wire.welcome(2, True), extra))[0]) == (Kind.WELCOME, 2, True)
+    assert values(_decode(_grown(wire.ping(5), extra))[0]) == (Kind.PING, 5)
+    assert values(_decode(_grown(wire.ping(), b"\x01"))[0]) == (Kind.PING, 0)  # too short for a clock
+    for frame in (wire.ack(1), wire.fin("t", "c", []), wire.append(1, "t", []), wire.req("t", "c", 1, []),
+                  wire.pull(1, "o", 1), wire.drop("o", 1), wire.channels("t", [])):
+        with pytest.raises(WireError, match="bytes after"):
+            _decode(_grown(frame, b"\x00"))
 
 
 def test_a_log_from_before_the_channel_state_frames_replays_as_it_did() -> None:

@@ -25,6 +25,7 @@ from ..message import ID_SLICE, Message
 from . import ring, wire
 from .backup_server import PULL_BATCH
 from .shard import Live
+from .wire import Entry
 
 if TYPE_CHECKING:
     from ..topic import Topic
@@ -75,7 +76,11 @@ def _deliver(r: "Replicator", owner: str) -> tuple[int, list["asyncio.Future[Non
     many, and what resolves once a quorum of our backups holds them."""
     count = 0
     copies: list[asyncio.Future[None]] = []
-    now_ms = time.time() * 1000
+    # due times in the copies are the owner's wall clock: read against the owner's time
+    # now, taken from ours by the offset its last PING showed (0 if none was heard since
+    # this node started), and written in ours for our own backups
+    offset = r.backup_side.clock_offsets.get(owner, 0)
+    now_ms = time.time() * 1000 - offset
     for topic_name, shard in r.store.shards.get(owner, {}).items():
         live = shard.live()
         _pause_as_owner(r, topic_name, shard.paused, bool(live))
@@ -93,7 +98,8 @@ def _deliver(r: "Replicator", owner: str) -> tuple[int, list["asyncio.Future[Non
         if not r.replicates(topic_name):  # one copy of this topic here: ours alone
             continue
         for start in range(0, len(live), PULL_BATCH):
-            copies.append(r.replicate_entries(topic_name, [item.entry for item in live[start:start + PULL_BATCH]]))
+            copies.append(r.replicate_entries(topic_name, [_in_our_clock(item.entry, offset)
+                                                           for item in live[start:start + PULL_BATCH]]))
         for channel in topic.channels:
             if is_ephemeral(channel):
                 continue
@@ -103,8 +109,14 @@ def _deliver(r: "Replicator", owner: str) -> tuple[int, list["asyncio.Future[Non
                 r.finished(topic_name, channel, not_owed)
         for item in live:  # a REQ's delay, for our backups too
             for channel, due_ms in item.due.items():
-                r.requeued(topic_name, channel, item.entry.payload[ID_SLICE], due_ms / 1000)
+                r.requeued(topic_name, channel, item.entry.payload[ID_SLICE], (due_ms + offset) / 1000)
     return count, copies
+
+
+def _in_our_clock(entry: Entry, offset: int) -> Entry:
+    if not entry.defer_until_ms or not offset:
+        return entry
+    return Entry(entry.payload, max(1, entry.defer_until_ms + offset))
 
 
 def _pause_as_owner(r: "Replicator", topic_name: str, paused: dict[str, bool], has_live: bool) -> None:

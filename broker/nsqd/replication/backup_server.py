@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
@@ -28,6 +29,12 @@ class BackupSide:
     heard: Callable[[str], None]
     known: Callable[[str], bool]
     connections: set["BackupConnection"] = field(default_factory=set)
+    # owner -> how far our wall clock is ahead of its (ms), from its last PING: the due
+    # times of its copies are in its clock, and an adoption reads them in ours
+    clock_offsets: dict[str, int] = field(default_factory=dict)
+
+    def clocked(self, owner: str, clock_ms: int) -> None:
+        self.clock_offsets[owner] = int(time.time() * 1000) - clock_ms
 
     def fence(self, owner: str, generation: int) -> None:
         """No more frames of ``owner``'s ``generation`` or older: its connections close."""
@@ -87,7 +94,7 @@ class BackupConnection(asyncio.Protocol):
         if self.owner is None:
             if frame.kind is not Kind.HELLO or not self.side.known(frame.name):
                 raise wire.WireError(f"expected HELLO from a peer, got {frame.kind.name} {frame.name!r}")
-            self._hello(frame.name, max(frame.generation, 1))
+            self._hello(frame.name, max(frame.generation, 1), frame.incarnation)
             return
         self._heard(self.owner)
         kind = frame.kind
@@ -107,12 +114,28 @@ class BackupConnection(asyncio.Protocol):
             self._answer_pull(frame.seq, frame.name)
         elif kind is Kind.DROP:
             self.side.drop(frame.name, frame.generation)
-        elif kind is not Kind.PING:
+        elif kind is Kind.PING:
+            if frame.clock_ms:
+                self.side.clocked(self.owner, frame.clock_ms)
+        else:
             raise wire.WireError(f"unexpected {kind.name} from an owner")
 
-    def _hello(self, owner: str, generation: int) -> None:
+    def _hello(self, owner: str, generation: int, incarnation: str) -> None:
         self._heard(owner)
         gens = self.side.generations
+        if self.store.other_life(owner, generation, incarnation):
+            # the owner lost its data path (and came back without a silent start long
+            # enough for us to adopt, or we were down meanwhile): the live copies held
+            # here are of a life of it that knows nothing of them. Fenced, they are
+            # adopted (``Replicator._tick``); until that is announced it is answered
+            # nothing, so its new life neither replaces them nor takes their generation.
+            held = self.store.generation(owner)
+            log.warning("REPLICATION: %s is back in generation %d of another life, and %d of its messages "
+                        "of generation %d are held here: they are adopted", owner, generation,
+                        self.store.held(owner), held)
+            self.side.fence(owner, held)
+            self.close()
+            return
         if gens.refuses(owner, generation):
             announced = gens.announced_for(owner)
             if announced >= generation:  # adopted: the owner learns it and moves on
@@ -120,7 +143,7 @@ class BackupConnection(asyncio.Protocol):
             self.close()  # else an adoption is under way: it learns once that is done
             return
         self.owner, self.generation = owner, generation
-        self.store.begin(owner, generation)
+        self.store.begin(owner, generation, incarnation)
         self._write(wire.welcome(gens.announced_for(owner), self.store.keeps_log(owner)))
 
     def _committed(self, seq: int) -> None:

@@ -9,11 +9,18 @@ queues of replicated topics and starts the next generation.
 
 A node keeps all of this in ``<data-path>/replication/generations.json``, rewritten
 whole (it is small: a number per peer) and fsynced before anything depends on it.
+
+Generation numbers alone cannot tell a node's lives apart: one whose data path was lost
+starts again at 1 and may be moved by a WELCOME to a number it used before. So each data
+path also has an *incarnation*, a random name made with this file and said in HELLO: a
+backup holding live copies of another incarnation of the owner knows they are nobody's
+now, and has them adopted (``backup_server.py``).
 """
 from __future__ import annotations
 
 import json
 import os
+import secrets
 from dataclasses import dataclass, field
 
 FILE = "generations.json"
@@ -25,6 +32,7 @@ class Generations:
     fenced: dict[str, int] = field(default_factory=dict)  # owner -> newest generation refused
     announced: dict[str, int] = field(default_factory=dict)  # owner -> newest generation adopted
     path: str | None = None
+    incarnation: str = field(default_factory=lambda: secrets.token_hex(8))  # this data path's life
 
     @classmethod
     def load(cls, directory: str) -> "Generations":
@@ -33,16 +41,25 @@ class Generations:
             with open(path) as f:
                 data = json.load(f)
         except FileNotFoundError:
-            return cls(path=path)
-        return cls(int(data["own"]), {k: int(v) for k, v in data["fenced"].items()},
-                   {k: int(v) for k, v in data["announced"].items()}, path)
+            made = cls(path=path)
+            made.save()  # the incarnation must outlive a restart that keeps the data path
+            return made
+        loaded = cls(int(data["own"]), {k: int(v) for k, v in data["fenced"].items()},
+                     {k: int(v) for k, v in data["announced"].items()}, path)
+        if "incarnation" in data:
+            loaded.incarnation = str(data["incarnation"])
+        else:  # written before incarnations: this life gets its name now
+            loaded.save()
+        return loaded
 
     def save(self) -> None:
         if self.path is None:
             return
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
         temp = self.path + ".tmp"
         with open(temp, "w") as f:
-            json.dump({"own": self.own, "fenced": self.fenced, "announced": self.announced}, f)
+            json.dump({"own": self.own, "fenced": self.fenced, "announced": self.announced,
+                       "incarnation": self.incarnation}, f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(temp, self.path)

@@ -1,12 +1,13 @@
 """One node's connection to one peer: frames out in order (to a backup: every frame kept
 in a ``ResendBuffer`` and sent again when the connection comes back, so a backup away
 for a moment misses nothing), answers in, and a PING each tick so the peer knows we
-are alive. A backup that lost what it held (or missed frames the buffer dropped) is
+are alive (and what our wall clock says). A backup that lost what it held (or missed frames the buffer dropped) is
 sent a snapshot and is *catching up* until it acknowledges it."""
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Callable
 
 from nsq_protocol.host_port import split_dial_address
@@ -23,13 +24,15 @@ RECONNECT_DELAY = 0.2
 class PeerLink(asyncio.Protocol):
     def __init__(self, node: str, peer: str, *, max_buffered: int,
                  on_frame: Callable[[str, Frame], None], on_ack: Callable[[str, int], None],
-                 greeting: Callable[[], list[bytes]], generation: Callable[[], int] = lambda: 0) -> None:
+                 greeting: Callable[[], list[bytes]], generation: Callable[[], int] = lambda: 0,
+                 incarnation: str = "") -> None:
         self.node = node
         self.peer = peer
         self._on_frame = on_frame  # every frame but ACK
         self._on_ack = on_ack  # the highest ACK of a read (they are cumulative), after the link's own bookkeeping
         self._greeting = greeting  # frames a fresh connection starts with (CHANNELS)
         self._generation = generation
+        self._incarnation = incarnation
         self.max_buffered = max_buffered
         self.unacked = ResendBuffer(max_buffered)
         self.connected = False
@@ -136,7 +139,7 @@ class PeerLink(asyncio.Protocol):
         log.info("REPLICATION: connected to %s", self.peer)
         # what the backup may have missed, in the order sent, then the channels as they
         # are now (a restarted owner's backups learn them before its next FIN)
-        out = [wire.hello(self.node, self._generation()), *self.unacked.frames(), *self._greeting()]
+        out = [wire.hello(self.node, self._generation(), self._incarnation), *self.unacked.frames(), *self._greeting()]
         self._outgoing = []  # in the resend buffer already, or not worth resending
         self._transport.write(b"".join(out))  # type: ignore[union-attr]
 
@@ -179,7 +182,7 @@ class PeerLink(asyncio.Protocol):
         self._lost.set()
 
     def ping(self) -> None:
-        self.send_once(wire.ping())
+        self.send_once(wire.ping(int(time.time() * 1000)))
 
     async def close(self) -> None:
         self._closing = True

@@ -77,6 +77,7 @@ class Replicator:
         self.generations = Generations.load(self.store.path)
         self.backup_side = BackupSide(self.store, self.generations, self._heard, lambda name: name in self.heard)
         self.fenced_at_start = False  # this node's messages were adopted while it was away
+        self.silent = False  # started with an empty data path: not talking to peers yet
         self._welcome = asyncio.Event()  # a backup answered HELLO
         self.tracker = AckTracker()
         self._seqs = itertools.count(1)
@@ -84,7 +85,7 @@ class Replicator:
                                      max_buffered=o.replication_buffer_bytes,
                                      on_frame=self._from_backup, on_ack=self._acked,
                                      greeting=functools.partial(self._greeting, peer),
-                                     generation=self._generation)
+                                     generation=self._generation, incarnation=self.generations.incarnation)
                       for peer in self.backups}
         # every peer pings us through its own link: heard[peer] is when we last heard it.
         # A peer not heard since our start gets STARTUP_GRACE failover timeouts more: in
@@ -173,7 +174,7 @@ class Replicator:
                 continue
             self.pinger[peer] = self.links.get(peer) or PeerLink(
                 self.node, peer, max_buffered=0, on_frame=self._from_backup, on_ack=self._acked, greeting=list,
-                generation=self._generation)
+                generation=self._generation, incarnation=self.generations.incarnation)
         if not fresh:
             before = self.generations.own
             for link in self.pinger.values():
@@ -205,7 +206,10 @@ class Replicator:
             quiet = STARTUP_SILENCE * self.failover_timeout + 2 * self.ping_interval
             log.info("REPLICATION: empty data path: silent for %.1fs so that what a former "
                      "node of this address held is adopted", quiet)
+            self.silent = True
             await asyncio.sleep(quiet)
+            self.silent = False
+            log.info("REPLICATION: silence over: connecting to the peers")
             for link in self.pinger.values():
                 link.start()
         await self._tick()
@@ -481,6 +485,7 @@ class Replicator:
             "topic_replicas": topics,
             "waiting_publishes": len(self.tracker),
             "generation": self.generations.own,
+            "silent": self.silent,
             "live_own": self.store.held(self.node),
             "backups": [{"peer": peer, "connected": link.connected, "state": link.state,
                          "acked_through": link.unacked.acked_through,
@@ -492,6 +497,7 @@ class Replicator:
                             for owner, shards in self.store.shards.items() if owner != self.node},
             "adopted": dict(self.adopted),
             "fenced": dict(self.generations.announced),
+            "clock_offsets_ms": dict(self.backup_side.clock_offsets),
         }
 
 

@@ -29,6 +29,7 @@ class ReplicaStore:
         self.durable = durable
         self.shards: dict[str, dict[str, Shard]] = {}  # owner -> topic -> shard
         self.generations: dict[str, int] = {}  # owner -> the generation its copies here belong to
+        self.incarnations: dict[str, str] = {}  # owner -> the life of its data path they belong to ("": not told)
         self._synced: set[str] = set()  # owners whose log here holds a whole snapshot (a SYNCED)
         self._fds: dict[str, int] = {}
         self._sizes: dict[str, int] = {}
@@ -60,6 +61,7 @@ class ReplicaStore:
             if owner is None:
                 continue
             self.generations[owner] = max(frames[0][0].generation, 1)
+            self.incarnations[owner] = frames[0][0].incarnation
             for frame, _ in frames[1:]:
                 self._apply(owner, frame)
             kept = sum(len(raw) for _, raw in frames)
@@ -75,16 +77,30 @@ class ReplicaStore:
         return frames[0][0].name
 
     # -- generations --------------------------------------------------------------
-    def begin(self, owner: str, generation: int) -> None:
-        """``owner`` speaks in ``generation``: copies of an older one were adopted (an
-        owner moves on only when told so), they go."""
+    def begin(self, owner: str, generation: int, incarnation: str = "") -> None:
+        """``owner`` speaks in ``generation`` of ``incarnation``: copies of an older
+        generation were adopted (an owner moves on only when told so), and what is left
+        of another incarnation holds nothing live (else it is adopted first: see
+        ``BackupConnection._hello``); either goes."""
         generation = max(generation, 1)
-        if self.generations.get(owner, generation) < generation:
+        known = self.incarnations.get(owner, "")
+        if self.generations.get(owner, generation) < generation or (incarnation and known and known != incarnation):
             self.drop(owner)
         self.generations[owner] = generation
+        if incarnation:
+            self.incarnations[owner] = incarnation
 
     def generation(self, owner: str) -> int:
         return self.generations.get(owner, 1)
+
+    def other_life(self, owner: str, generation: int, incarnation: str) -> bool:
+        """Whether the live copies held of ``owner`` belong to a life of it that is over:
+        it says a generation older than theirs (only a lost data path goes back), or
+        another incarnation than theirs."""
+        if not self.held(owner):
+            return False
+        known = self.incarnations.get(owner, "")
+        return self.generation(owner) > generation or bool(incarnation and known and known != incarnation)
 
     def keeps_log(self, owner: str) -> bool:
         """Whether this store holds ``owner``'s current generation whole: its log took a
@@ -158,6 +174,7 @@ class ReplicaStore:
             self._close_fd(fd)
         self._sizes.pop(owner, None)
         self.generations.pop(owner, None)
+        self.incarnations.pop(owner, None)
         self._synced.discard(owner)
         try:
             os.unlink(os.path.join(self.path, _file_name(owner)))
@@ -256,7 +273,7 @@ class ReplicaStore:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             self._fds[owner] = fd
             if fresh:
-                head = hello(owner, self.generation(owner))
+                head = hello(owner, self.generation(owner), self.incarnations.get(owner, ""))
                 os.write(fd, head)
                 self._sizes[owner] = len(head)
         return fd
@@ -264,7 +281,7 @@ class ReplicaStore:
     def _compact(self, owner: str) -> None:
         """Nothing of this owner is left to deliver: its log restarts with the channels
         it has (and what is paused), so later FINs still count against them."""
-        data = hello(owner, self.generation(owner)) + b"".join(
+        data = hello(owner, self.generation(owner), self.incarnations.get(owner, "")) + b"".join(
             channels_frame(topic, shard.channels) + b"".join(pause_frame(topic, c, p) for c, p in shard.paused.items())
             for topic, shard in self.shards.get(owner, {}).items())
         if owner in self._synced:

@@ -3,6 +3,11 @@
 A frame is ``[size:uint32][kind:uint8][body]`` (``size`` counts kind and body). The link
 is nsqd to nsqd only, so nothing here is NSQ's wire format; message payloads travel in
 NSQ's on-disk layout, exactly the bytes the owner queued.
+
+The handshake and liveness frames (HELLO, WELCOME, PING) may grow: a reader ignores
+bytes after the fields it knows, so that a later version can add a field (say, what it
+understands) without an older peer closing the link. Every other frame is read whole or
+refused; a sender uses a new field of one only with a peer that said it understands it.
 """
 from __future__ import annotations
 
@@ -25,12 +30,12 @@ _ONE_ENTRY = struct.Struct(">IQI")  # an APPEND of one message: count 1, then it
 
 
 class Kind(IntEnum):
-    HELLO = 1  # the sender's node name (its entry in --replication-peer)
+    HELLO = 1  # the sender's node name (its entry in --replication-peer), generation, incarnation
     APPEND = 2  # seq, topic, messages: the owner's new messages, answered by ACK
     ACK = 3  # seq
     FIN = 4  # topic, channel, ids: messages that channel is done with
     CHANNELS = 5  # topic, the channel names it has now
-    PING = 6  # liveness, both ways
+    PING = 6  # liveness, both ways; the sender's wall clock (ms since the epoch), 0 or absent: not told
     PULL = 7  # seq, owner: send me every copy you hold of that owner's messages
     PULLED = 8  # owner, one inner frame (APPEND, FIN, CHANNELS, EMPTY, PAUSE or REQ) of a PULL's answer
     DONE = 9  # seq: the PULL's answer is complete
@@ -64,6 +69,7 @@ class Frame:
     kind: Kind
     seq: int = 0
     name: str = ""  # HELLO's node, PULL's, PULLED's and DROP's owner
+    incarnation: str = ""  # HELLO: the sender's data path's life ("": not told)
     generation: int = 0  # HELLO's (the sender's), PULL's and DROP's (the adopted one), WELCOME's fence
     keeps_log: bool = False  # WELCOME: the backup has a log of the owner's current generation
     topic: str = ""
@@ -74,6 +80,7 @@ class Frame:
     inner: "Frame | None" = None
     paused: bool = False  # PAUSE
     due_ms: int = 0  # REQ
+    clock_ms: int = 0  # PING: the sender's wall clock when it sent it
 
 
 def _text(value: str) -> bytes:
@@ -85,10 +92,13 @@ def _framed(kind: Kind, body: bytes) -> bytes:
     return _HEAD.pack(len(body) + 1, kind) + body
 
 
-def hello(node: str, generation: int = 0) -> bytes:
+def hello(node: str, generation: int = 0, incarnation: str = "") -> bytes:
     """``generation``: the owner's, starting at 1 (0: not told, as in a log of an older
-    version, read as 1)."""
-    return _framed(Kind.HELLO, _text(node) + (_U64.pack(generation) if generation else b""))
+    version, read as 1); ``incarnation``: which life of the owner's data path ("": not
+    told; only with a generation)."""
+    if not generation:
+        return _framed(Kind.HELLO, _text(node))
+    return _framed(Kind.HELLO, _text(node) + _U64.pack(generation) + (_text(incarnation) if incarnation else b""))
 
 
 def welcome(fence: int, keeps_log: bool) -> bytes:
@@ -160,8 +170,10 @@ def req(topic: str, channel: str, due_ms: int, ids: Sequence[bytes]) -> bytes:
     return _framed(Kind.REQ, b"".join((_text(topic), _text(channel), _U64.pack(due_ms), _U32.pack(len(ids)), *ids)))
 
 
-def ping() -> bytes:
-    return _framed(Kind.PING, b"")
+def ping(clock_ms: int = 0) -> bytes:
+    """``clock_ms``: the sender's wall clock, from which a backup learns how far the
+    owner's clock (in which its due times are written) is from its own."""
+    return _framed(Kind.PING, _U64.pack(clock_ms) if clock_ms else b"")
 
 
 def pull(seq: int, owner: str, generation: int) -> bytes:
@@ -233,6 +245,8 @@ def decode(kind_byte: int, body: memoryview) -> Frame:
     if kind is Kind.HELLO:
         frame = Frame(kind, name=r.text())
         frame.generation = r.u64() if r.at < len(body) else 0
+        frame.incarnation = r.text() if r.at < len(body) else ""
+        return frame  # fields added later are not read here
     elif kind is Kind.APPEND:
         seq, topic, count = r.u64(), r.text(), r.u32()
         entries = []
@@ -257,13 +271,15 @@ def decode(kind_byte: int, body: memoryview) -> Frame:
     elif kind is Kind.REQ:
         topic, channel, due, count = r.text(), r.text(), r.u64(), r.u32()
         frame = Frame(kind, topic=topic, channel=channel, due_ms=due, ids=[r.take(MSG_ID_LENGTH) for _ in range(count)])
-    elif kind in (Kind.PING, Kind.RESET):
+    elif kind is Kind.PING:
+        return Frame(kind, clock_ms=r.u64() if len(body) >= _U64.size else 0)
+    elif kind is Kind.RESET:
         frame = Frame(kind)
     elif kind is Kind.PULL:
         frame = Frame(kind, seq=r.u64(), name=r.text())
         frame.generation = r.u64() if r.at < len(body) else 0  # 0: from a node before generations
     elif kind is Kind.WELCOME:
-        frame = Frame(kind, generation=r.u64(), keeps_log=r.take(1) != b"\x00")
+        return Frame(kind, generation=r.u64(), keeps_log=r.take(1) != b"\x00")
     elif kind is Kind.DROP:
         generation = r.u64()
         frame = Frame(kind, name=r.text(), generation=generation)
