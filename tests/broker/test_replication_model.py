@@ -340,7 +340,7 @@ class ReplicationMachine(RuleBasedStateMachine):
         link.generation = self.gens[owner].own
         incarnation = self.gens[owner].incarnation
         gens, store = self.gens[backup], self.stores[backup]
-        if store.other_life(owner, link.generation, incarnation):
+        if store.other_life(owner, link.generation, incarnation) and not gens.refuses(owner, store.generation(owner)):
             # the owner lost its data path: what is held of its former life is fenced for
             # an adoption, and the owner answered nothing
             gens.fence(owner, store.generation(owner))

@@ -123,13 +123,15 @@ class BackupConnection(asyncio.Protocol):
     def _hello(self, owner: str, generation: int, incarnation: str) -> None:
         self._heard(owner)
         gens = self.side.generations
-        if self.store.other_life(owner, generation, incarnation):
+        held = self.store.generation(owner)
+        if self.store.other_life(owner, generation, incarnation) and not gens.refuses(owner, held):
             # the owner lost its data path (and came back without a silent start long
             # enough for us to adopt, or we were down meanwhile): the live copies held
             # here are of a life of it that knows nothing of them. Fenced, they are
             # adopted (``Replicator._tick``); until that is announced it is answered
             # nothing, so its new life neither replaces them nor takes their generation.
-            held = self.store.generation(owner)
+            # (Copies of a generation fenced here already belong to an adoption that
+            # began: it delivers them, and the owner is answered as it was before.)
             log.warning("REPLICATION: %s is back in generation %d of another life, and %d of its messages "
                         "of generation %d are held here: they are adopted", owner, generation,
                         self.store.held(owner), held)
