@@ -1,8 +1,9 @@
 """One node's connection to one peer: frames out in order (to a backup: every frame kept
 in a ``ResendBuffer`` and sent again when the connection comes back, so a backup away
 for a moment misses nothing), answers in, and a PING each tick so the peer knows we
-are alive (and what our wall clock says). A backup that lost what it held (or missed frames the buffer dropped) is
-sent a snapshot and is *catching up* until it acknowledges it."""
+are alive (and what our wall clock says). A backup that lost what it held (or missed
+frames the buffer dropped) is sent a snapshot and is *catching up* until it
+acknowledges it."""
 from __future__ import annotations
 
 import asyncio
