@@ -18,17 +18,19 @@ LONGEST_FIRST = (
     "tests/pipeline/test_spark_recovery.py",  # 55 s
     "e2e/test_operator_rollout.py",  # 37 s
     "e2e/test_operator_tls.py",  # 35 s
+    "tests/broker/test_replication_clock.py",  # 37 s
     "tests/broker/test_replication_channel_state.py",  # 35 s
     "tests/interop/test_replicated_topics.py",  # 34 s
-    "tests/broker/test_replication_clock.py",  # 27 s
+    "tests/broker/test_replication_return.py",  # 30 s
     "tests/operator/test_operator_apply.py",  # 26 s
+    "tests/broker/test_replication_majority.py",  # 25 s (network namespaces)
     "tests/operator/test_operator_ghosts.py",  # 25 s
-    "tests/broker/test_replication_return.py",  # 20 s
     "tests/broker/test_durability_shutdown.py",  # 18 s
     "tests/operator/test_operator_long_drain.py",  # 18 s
     "tests/broker/test_durability_faults.py",  # 17 s
     "tests/operator/test_operator_storage_growth.py",  # 17 s
     "tests/broker/test_replication_slow_disk.py",  # 17 s
+    "tests/broker/test_replication_adopter_lost.py",  # 16 s (network namespaces)
     "tests/pipeline/test_spark_source.py",  # 16 s
     "tests/operator/test_operator_rollout_resume.py",  # 16 s
 )
