@@ -45,9 +45,10 @@ python_base_image() {
   [[ -s "${out}" ]] && return
   log "making the Debian ${DEBIAN_SUITE} base with debootstrap"
   rootfs="$(mktemp -d)"
+  mkdir -p "${LOG_DIR}"  # a fresh machine: no cluster has made it yet
   debootstrap --variant=minbase --include=python3,python3-pip,python-is-python3,ca-certificates \
-    "${DEBIAN_SUITE}" "${rootfs}" http://deb.debian.org/debian >"${LOG_DIR:-/tmp}/debootstrap.log" 2>&1 \
-    || die "debootstrap failed: $(tail -5 "${LOG_DIR:-/tmp}/debootstrap.log")"
+    "${DEBIAN_SUITE}" "${rootfs}" http://deb.debian.org/debian >"${LOG_DIR}/debootstrap.log" 2>&1 \
+    || die "debootstrap failed: $(tail -5 "${LOG_DIR}/debootstrap.log")"
   if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
     cp /usr/local/share/ca-certificates/*.crt "${rootfs}/usr/local/share/ca-certificates/"
     chroot "${rootfs}" update-ca-certificates >/dev/null
