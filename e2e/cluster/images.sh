@@ -64,6 +64,13 @@ python_base_image() {
   rm -rf "${rootfs}"
 }
 
+# buildah runs each RUN step with an OCI runtime found on PATH (runc or crun), which
+# Debian's buildah only recommends: without one it fails with "exec: no command". The
+# runc built for the cluster serves when the machine has none.
+if ! command -v runc >/dev/null && ! command -v crun >/dev/null; then
+  export BUILDAH_RUNTIME="${BUILDAH_RUNTIME:-${BIN_DIR}/runc}"
+fi
+
 # buildah builds FROM the Debian base by its name: load it from its archive once.
 buildah_has_base() {
   buildah images --quiet "${PYTHON_BASE_IMAGE}" >/dev/null 2>&1 && return
