@@ -83,8 +83,7 @@ class ReplicaStore:
         of another incarnation holds nothing live (else it is adopted first: see
         ``BackupConnection._hello``); either goes."""
         generation = max(generation, 1)
-        known = self.incarnations.get(owner, "")
-        if self.generations.get(owner, generation) < generation or (incarnation and known and known != incarnation):
+        if self.generations.get(owner, generation) < generation or self._another_incarnation(owner, incarnation):
             self.drop(owner)
         self.generations[owner] = generation
         if incarnation:
@@ -99,8 +98,12 @@ class ReplicaStore:
         another incarnation than theirs."""
         if not self.held(owner):
             return False
+        return self.generation(owner) > generation or self._another_incarnation(owner, incarnation)
+
+    def _another_incarnation(self, owner: str, incarnation: str) -> bool:
+        """Both sides named (an older version names none) and they differ."""
         known = self.incarnations.get(owner, "")
-        return self.generation(owner) > generation or bool(incarnation and known and known != incarnation)
+        return bool(incarnation and known and known != incarnation)
 
     def keeps_log(self, owner: str) -> bool:
         """Whether this store holds ``owner``'s current generation whole: its log took a
