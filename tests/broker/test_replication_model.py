@@ -288,7 +288,7 @@ class ReplicationMachine(RuleBasedStateMachine):
         store = self.stores[backup]
         store.apply(owner, frame, raw)
         store._write()  # the commit before the ACK
-        if frame.kind in (Kind.APPEND, Kind.SYNCED) and frame.seq:
+        if frame.kind in (Kind.APPEND, Kind.APPEND_RUN, Kind.SYNCED) and frame.seq:
             link.acks.append(frame.seq)
 
     @rule(index=st.integers(0, 20), count=st.integers(1, 4))
@@ -360,6 +360,9 @@ class ReplicationMachine(RuleBasedStateMachine):
             self.caught_up[(owner, backup)] = link.snapshot
         greeting = [wire.channels(t, sorted(c)) for (o, t), c in self.channels.items() if o == owner]
         greeting += [wire.pause(t, c, True) for (o, t, c), p in self.paused.items() if o == owner and p]
+        for frame in greeting:  # the owner's own shard learns them too, so a snapshot says them
+            [(decoded, _)] = wire.raw_frames(frame)
+            self.stores[owner].apply(owner, decoded, frame)
         link.frames = deque(link.buffer.frames() + greeting)
         if not store.keeps_log(owner):
             self.seqs[owner] += 1

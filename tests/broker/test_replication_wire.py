@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from nsqd.replication import wire
+from nsqd.payload_run import PayloadRun
 from nsqd.replication.wire import Entry, Kind, WireError
 
 names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
@@ -19,6 +20,9 @@ frames = st.one_of(
               names),
     st.builds(lambda s, t, e: (wire.append(s, t, e), (Kind.APPEND, s, t, e)),
               st.integers(0, 2**64 - 1), names, st.lists(entries, max_size=5)),
+    st.builds(lambda s, t, p, d: (wire.append_fresh(s, t, p, d), (Kind.APPEND_RUN, s, t, [Entry(x, d) for x in p])),
+              st.integers(0, 2**64 - 1), names, st.lists(st.binary(min_size=26, max_size=120), max_size=5),
+              st.integers(0, 2**64 - 1)),
     st.builds(lambda s: (wire.ack(s), (Kind.ACK, s)), st.integers(0, 2**64 - 1)),
     st.builds(lambda t, c, i: (wire.fin(t, c, i), (Kind.FIN, t, c, i)), names, names, st.lists(ids, max_size=5)),
     st.builds(lambda t, c: (wire.channels(t, c), (Kind.CHANNELS, t, c)), names, st.lists(names, max_size=4)),
@@ -43,8 +47,8 @@ def values(frame: wire.Frame) -> tuple:
     k = frame.kind
     if k is Kind.HELLO:
         return (k, frame.name, frame.generation, frame.incarnation)
-    if k is Kind.APPEND:
-        return (k, frame.seq, frame.topic, frame.entries)
+    if k in (Kind.APPEND, Kind.APPEND_RUN):
+        return (k, frame.seq, frame.topic, frame.messages())
     if k in (Kind.ACK, Kind.DONE, Kind.SYNCED):
         return (k, frame.seq)
     if k is Kind.FIN:
@@ -116,6 +120,8 @@ def test_handshake_and_ping_frames_may_grow_and_every_other_frame_is_read_whole(
                   wire.pull(1, "o", 1), wire.drop("o", 1), wire.channels("t", [])):
         with pytest.raises(WireError, match="bytes after"):
             _decode(_grown(frame, b"\x00"))
+    with pytest.raises(WireError, match="do not add up"):  # its payloads run to the frame's end
+        _decode(_grown(wire.append_fresh(1, "t", [b"m" * 26], 0), b"\x00"))
 
 
 def test_a_log_from_before_the_channel_state_frames_replays_as_it_did() -> None:
@@ -155,10 +161,39 @@ def _decode(data: bytes) -> list[wire.Frame]:
     return decoder.frames()
 
 
-@given(st.integers(0, 2**64 - 1), names, st.lists(st.binary(min_size=26, max_size=100), max_size=5),
-       st.integers(0, 2**63 - 1))
-def test_a_fresh_publish_encodes_as_its_entries_would(seq, topic, payloads, due) -> None:
-    assert wire.append_fresh(seq, topic, payloads, due) == wire.append(seq, topic, [Entry(p, due) for p in payloads])
+@given(st.integers(0, 2**64 - 1), names, st.lists(st.binary(min_size=26, max_size=100), max_size=12),
+       st.integers(0, 2**63 - 1), st.data())
+def test_a_fresh_publish_reads_as_the_entries_of_an_append_from_a_list_or_a_runs_window(
+        seq, topic, payloads, due, data) -> None:
+    """An owner's publish (APPEND_RUN) says what APPEND says of the same messages, whether
+    nsqd queued them as separate payloads or as a window of one run."""
+    start = data.draw(st.integers(0, len(payloads)))
+    stop = data.draw(st.integers(start, len(payloads)))
+    window = PayloadRun.of(payloads)[start:stop]
+    as_entries = [Entry(p, due) for p in payloads[start:stop]]
+    for batch in (payloads[start:stop], window):
+        [frame] = _decode(wire.append_fresh(seq, topic, batch, due))
+        assert (frame.kind, frame.seq, frame.topic, frame.messages()) == (Kind.APPEND_RUN, seq, topic, as_entries)
+
+
+def _run_body(sizes: list[int], blob: bytes) -> bytes:
+    head = wire._U64.pack(1) + wire._text("t") + wire._RUN_HEAD.pack(0, len(sizes))
+    return head + b"".join(size.to_bytes(4, "big") for size in sizes) + blob
+
+
+@pytest.mark.parametrize("sizes, blob, error", [
+    ([30, 30], b"x" * 59, "do not add up"),
+    ([30, 30], b"x" * 61, "do not add up"),
+    ([25], b"x" * 25, "too short"),
+    ([30, 2**32 - 1], b"x" * 30, "do not add up"),
+])
+def test_an_append_run_whose_sizes_lie_is_refused(sizes, blob, error) -> None:
+    body = _run_body(sizes, blob)
+    with pytest.raises(WireError, match=error):
+        _decode(wire._HEAD.pack(len(body) + 1, Kind.APPEND_RUN) + body)
+    count_beyond_the_frame = wire._U64.pack(1) + wire._text("t") + wire._RUN_HEAD.pack(0, 2**32 - 1)
+    with pytest.raises(WireError, match="ends early"):
+        _decode(wire._HEAD.pack(len(count_beyond_the_frame) + 1, Kind.APPEND_RUN) + count_beyond_the_frame)
 
 
 def test_a_read_of_acks_alone_gives_the_highest_and_anything_else_none() -> None:

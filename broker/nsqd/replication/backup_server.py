@@ -98,7 +98,7 @@ class BackupConnection(asyncio.Protocol):
             return
         self._heard(self.owner)
         kind = frame.kind
-        if kind is Kind.APPEND:
+        if kind is Kind.APPEND_RUN or kind is Kind.APPEND:
             self.store.apply(self.owner, frame, raw)
             seq = frame.seq
             if seq:  # a snapshot's APPENDs have none: its SYNCED is acknowledged

@@ -54,6 +54,12 @@ class Shard:
                 new += 1
         return new
 
+    def append_run(self, payloads: list[bytes], defer_until_ms: int) -> None:
+        """Copies that share one due time (an APPEND_RUN), indexed in C loops; a resend
+        after a reconnect repeats some: an ID already held keeps its one entry."""
+        self.messages.update(zip(map(getitem, payloads, repeat(ID_SLICE)),
+                                 map(tuple.__new__, repeat(Entry), zip(payloads, repeat(defer_until_ms)))))
+
     def append_fresh(self, payloads: Sequence[bytes], defer_until_ms: int) -> None:
         """An owner's own publish: fresh IDs (never a repeat), one due time; kept as one
         record. ``payloads`` must not change afterwards (a ``PayloadRun``'s window is

@@ -145,7 +145,9 @@ class ReplicaStore:
             self._synced.discard(owner)
             return
         shard = self._shard(owner, frame.topic)
-        if frame.kind is Kind.APPEND:
+        if frame.kind is Kind.APPEND_RUN:
+            shard.append_run(frame.payloads, frame.due_ms)
+        elif frame.kind is Kind.APPEND:
             shard.append(frame.entries)
         elif frame.kind is Kind.FIN:
             shard.finish(frame.channel, frame.ids)
