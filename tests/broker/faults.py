@@ -2,7 +2,8 @@
 before its command line.
 
 - ``slow_fsync(us)``: strace delays every fsync and fdatasync of nsqd (all its threads)
-  by ``us`` microseconds on entry, as a slow disk would. With ``--seccomp-bpf`` only
+  by ``us`` microseconds on entry, as a slow disk would (``after``: from a thread's
+  ``after + 1``-th on, a disk that turns slow mid-run). With ``--seccomp-bpf`` only
   those calls stop the process; the rest runs at full speed.
 - ``FakeClock``: libfaketime (Debian's ``faketime`` package) preloaded into nsqd, its
   offset read from a file that ``jump`` rewrites mid-run. ``monotonic=False`` fakes only
@@ -32,10 +33,13 @@ def faketime_available() -> bool:
     return Path(FAKETIME_LIB).exists()
 
 
-def slow_fsync(delay_us: int, log: Path | None = None) -> list[str]:
-    """The command prefix that delays every fsync/fdatasync by ``delay_us``."""
+def slow_fsync(delay_us: int, log: Path | None = None, after: int = 0) -> list[str]:
+    """The command prefix that delays every fsync/fdatasync by ``delay_us``; with
+    ``after``, only those after the first ``after`` of a thread (a disk that turns slow
+    mid-run)."""
+    when = f":when={after + 1}+" if after else ""
     return [shutil.which("strace") or STRACE, "-f", "--seccomp-bpf", "-qq", "-o", str(log or "/dev/null"),
-            "-e", "trace=fsync,fdatasync", "-e", f"inject=fsync,fdatasync:delay_enter={delay_us}"]
+            "-e", "trace=fsync,fdatasync", "-e", f"inject=fsync,fdatasync:delay_enter={delay_us}{when}"]
 
 
 class FakeClock:
