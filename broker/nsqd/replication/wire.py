@@ -20,6 +20,8 @@ from itertools import accumulate, islice
 from operator import sub
 from typing import NamedTuple, Sequence
 
+from ..payload_run import PayloadRun
+
 MSG_ID_LENGTH = 16
 PAYLOAD_MIN = 26  # a payload in NSQ's on-disk layout: timestamp, attempts, ID, then the body
 MAX_FRAME = 64 * 1024 * 1024  # an MPUB is at most --max-body-size: far below this
@@ -149,10 +151,9 @@ def append_fresh(seq: int, topic: str, payloads: Sequence[bytes], defer_until_ms
         size = _SEQ_FRAME_HEAD.size - 4 + len(name) + _ONE_RUN.size + len(payload)
         return b"".join((_SEQ_FRAME_HEAD.pack(size, Kind.APPEND_RUN, seq), name,
                          _ONE_RUN.pack(defer_until_ms, 1, len(payload)), payload))
-    blob_of = getattr(payloads, "blob", None)
-    if blob_of is not None:
-        start, stop, offsets = payloads.start, payloads.stop, payloads.offsets  # type: ignore[attr-defined]
-        blob = blob_of[offsets[start]:offsets[stop]]
+    if isinstance(payloads, PayloadRun):
+        start, stop, offsets = payloads.start, payloads.stop, payloads.offsets
+        blob = payloads.blob[offsets[start]:offsets[stop]]
         sizes = array(_SIZES, map(sub, islice(offsets, start + 1, stop + 1), islice(offsets, start, stop)))
     else:
         blob = b"".join(payloads)
