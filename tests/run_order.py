@@ -25,12 +25,13 @@ LONGEST_FIRST = (
     "tests/operator/test_operator_apply.py",  # 26 s
     "tests/broker/test_replication_majority.py",  # 25 s (network namespaces)
     "tests/operator/test_operator_ghosts.py",  # 25 s
+    "tests/broker/test_replication_slow_disk.py",  # 25 s
     "tests/broker/test_durability_shutdown.py",  # 18 s
     "tests/operator/test_operator_long_drain.py",  # 18 s
     "tests/broker/test_durability_faults.py",  # 17 s
     "tests/operator/test_operator_storage_growth.py",  # 17 s
-    "tests/broker/test_replication_slow_disk.py",  # 25 s
     "tests/broker/test_replication_adopter_lost.py",  # 16 s (network namespaces)
+    "tests/broker/test_replication_snapshot_stream.py",  # 16 s
     "tests/pipeline/test_spark_source.py",  # 16 s
     "tests/operator/test_operator_rollout_resume.py",  # 16 s
 )

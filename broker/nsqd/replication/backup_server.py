@@ -9,7 +9,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 from . import wire
 from .generations import Generations
@@ -171,27 +171,31 @@ def pull_answer(store: ReplicaStore, owner: str) -> list[bytes]:
     return [wire.pulled(owner, frame) for frame in shard_frames(store, owner)]
 
 
-def shard_frames(store: ReplicaStore, owner: str, topics: Iterable[str] | None = None) -> list[bytes]:
+def shard_frames(store: ReplicaStore, owner: str, topics: Iterable[str] | None = None) -> Iterator[bytes]:
     """What ``store`` holds of ``owner`` (of ``topics`` only, when given), as frames: per
     topic its channels, its messages, what each channel finished, what is paused and what
-    was requeued with a delay (applied in that order, they rebuild the same shard)."""
-    out = []
-    shards = store.shards.get(owner, {})
-    for topic in list(shards) if topics is None else [t for t in topics if t in shards]:
-        shard = shards[topic]
-        out.append(wire.channels(topic, shard.channels))
+    was requeued with a delay (applied in that order, they rebuild the same shard).
+
+    Made as they are taken, so a snapshot streamed while the shard changes says each
+    topic's channels and state as they are when it reaches them: a change made before
+    is in it, one made after follows it on the link. (A message finished while its topic
+    streams may be sent as live: a duplicate after an adoption, never a loss.)"""
+    for topic in list(store.shards.get(owner, {})) if topics is None else list(topics):
+        shard = store.shards.get(owner, {}).get(topic)
+        if shard is None:
+            continue
+        yield wire.channels(topic, shard.channels)
         entries: list[Entry] = list(shard.messages.values())
         for start in range(0, len(entries), PULL_BATCH):
-            out.append(wire.append(0, topic, entries[start:start + PULL_BATCH]))
-        for channel, ids in shard.finished.items():
+            yield wire.append(0, topic, entries[start:start + PULL_BATCH])
+        for channel, ids in list(shard.finished.items()):
             if ids:
-                out.append(wire.fin(topic, channel, sorted(ids)))
-        for channel, paused in shard.paused.items():
-            out.append(wire.pause(topic, channel, paused))
-        for channel, dues in shard.due.items():
+                yield wire.fin(topic, channel, sorted(ids))
+        for channel, paused in list(shard.paused.items()):
+            yield wire.pause(topic, channel, paused)
+        for channel, dues in list(shard.due.items()):
             by_due: dict[int, list[bytes]] = {}
             for msg_id, due_ms in dues.items():
                 by_due.setdefault(due_ms, []).append(msg_id)
             for due_ms, ids in sorted(by_due.items()):
-                out.append(wire.req(topic, channel, due_ms, ids))
-    return out
+                yield wire.req(topic, channel, due_ms, ids)

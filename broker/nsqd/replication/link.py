@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 from nsq_protocol.host_port import split_dial_address
 
@@ -20,6 +20,7 @@ from .wire import Frame, Kind
 log = logging.getLogger("nsqd")
 
 RECONNECT_DELAY = 0.2
+_SNAPSHOT_OPEN = 1 << 64  # a snapshot is being sent: no ACK counts until its SYNCED's
 
 
 class PeerLink(asyncio.Protocol):
@@ -47,6 +48,8 @@ class PeerLink(asyncio.Protocol):
         self._lost: asyncio.Event = asyncio.Event()
         self._closing = False
         self._outgoing: list[bytes] = []  # written together at the end of this loop turn
+        self._writing_paused = False  # the transport's buffer is over its high-water mark
+        self._writable = asyncio.Event()
 
     # -- sending ----------------------------------------------------------------
     def send_append(self, seq: int, frame: bytes) -> None:
@@ -75,13 +78,40 @@ class PeerLink(asyncio.Protocol):
         if self._transport is not None and frames:
             self._transport.write(b"".join(frames) if len(frames) > 1 else frames[0])
 
-    def send_snapshot(self, frames: list[bytes], seq: int) -> None:
-        """Everything the backup should hold, ending with SYNCED ``seq``; not kept for a
-        resend: a new connection gets a new snapshot."""
-        self.catching_up_until = seq
+    async def stream_snapshot(self, frames: Iterator[bytes], next_seq: Callable[[], int]) -> None:
+        """Everything the backup should hold, ending with SYNCED; not kept for a resend:
+        a new connection gets a new snapshot. Written as the peer reads it (a backlog of
+        gigabytes is never built in memory), with live frames between its own. SYNCED's
+        seq is taken last, so that no ACK counts towards a quorum before the peer holds
+        the whole snapshot (ACKs are cumulative)."""
+        transport = self._transport
+        if transport is None:
+            return
+        self.catching_up_until = _SNAPSHOT_OPEN
         self._missed_at_sync = self.unacked.missed
         for frame in frames:
             self._send(frame)
+            self._flush()  # what this loop turn sent live goes first, in order
+            if self._writing_paused:
+                await self._writable.wait()
+            if self._transport is not transport:
+                return  # the connection was lost: the next one gets a snapshot of its own
+        seq = next_seq()
+        self.catching_up_until = seq
+        self._send(wire.synced(seq))
+
+    def drop_connection(self) -> None:
+        """Close this connection (the link connects again)."""
+        if self._transport is not None:
+            self._transport.close()
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._writable.set()
 
     def needs_snapshot(self, keeps_log: bool) -> bool:
         return not keeps_log or self.unacked.missed > self._missed_at_sync
@@ -180,6 +210,8 @@ class PeerLink(asyncio.Protocol):
         self.welcomed = 0
         self.catching_up_until = None
         self._transport = None
+        self._writing_paused = False
+        self._writable.set()  # a snapshot streaming to it ends
         self._lost.set()
 
     def ping(self) -> None:

@@ -17,7 +17,7 @@ import functools
 import itertools
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from nsq_protocol.host_port import split_listen_address
 from nsq_protocol.names import is_ephemeral
@@ -98,6 +98,7 @@ class Replicator:
         self._server: asyncio.AbstractServer | None = None
         self._tick_task: asyncio.Task[None] | None = None
         self.pinger: dict[str, PeerLink] = {}  # a link to every peer: our backups' and the others', for liveness
+        self._snapshots: set[asyncio.Task[None]] = set()  # being streamed (a reference keeps each alive)
 
     def replicates(self, topic_name: str) -> bool:
         return self.counts.count(topic_name) > 1
@@ -386,12 +387,21 @@ class Replicator:
             return
         link = self.links.get(peer)
         if link is not None and link.needs_snapshot(frame.keeps_log):
-            seq = next(self._seqs)
             held = [topic for topic in self.store.shards.get(self.node, {}) if peer in self._route(topic).peers]
-            snapshot = [wire.reset(), *shard_frames(self.store, self.node, held), wire.synced(seq)]
+            snapshot = itertools.chain((wire.reset(),), shard_frames(self.store, self.node, held))
             log.info("REPLICATION: %s holds nothing of ours or missed frames: sending a snapshot "
                      "of %d live messages", peer, self.store.held(self.node))
-            link.send_snapshot(snapshot, seq)
+            self._snapshots.add(asyncio.get_running_loop().create_task(self._stream_snapshot(link, snapshot)))
+
+    async def _stream_snapshot(self, link: PeerLink, frames: Iterator[bytes]) -> None:
+        try:
+            await link.stream_snapshot(frames, lambda: next(self._seqs))
+        except Exception:
+            # the backup stays catching up: its next connection is sent a snapshot again
+            log.exception("REPLICATION: sending a snapshot to %s failed", link.peer)
+            link.drop_connection()
+        finally:
+            self._snapshots.discard(asyncio.current_task())  # type: ignore[arg-type]
 
     def _fenced(self, peer: str, fence: int) -> None:
         """Our messages up to generation ``fence`` were adopted (``peer`` says so): what
