@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import getitem
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from ..message import ID_SLICE
 from .wire import Entry
@@ -57,8 +57,7 @@ class Shard:
     def append_run(self, payloads: list[bytes], defer_until_ms: int) -> None:
         """Copies that share one due time (an APPEND_RUN), indexed in C loops; a resend
         after a reconnect repeats some: an ID already held keeps its one entry."""
-        self.messages.update(zip(map(getitem, payloads, repeat(ID_SLICE)),
-                                 map(tuple.__new__, repeat(Entry), zip(payloads, repeat(defer_until_ms)))))
+        self.messages.update(_by_id(payloads, defer_until_ms))
 
     def append_fresh(self, payloads: Sequence[bytes], defer_until_ms: int) -> None:
         """An owner's own publish: fresh IDs (never a repeat), one due time; kept as one
@@ -71,9 +70,7 @@ class Shard:
         """The batches' messages into the index, in C loops (no Python step per message)."""
         indexed = self._indexed
         for payloads, defer_until_ms in self._batches:
-            every = list(payloads)
-            indexed.update(zip(map(getitem, every, repeat(ID_SLICE)),
-                               map(tuple.__new__, repeat(Entry), zip(every, repeat(defer_until_ms)))))
+            indexed.update(_by_id(list(payloads), defer_until_ms))
         self._batches.clear()
         self._batched = 0
 
@@ -147,3 +144,9 @@ class Shard:
 
     def __len__(self) -> int:
         return len(self._indexed) + self._batched
+
+
+def _by_id(payloads: list[bytes], defer_until_ms: int) -> Iterator[tuple[bytes, Entry]]:
+    """(ID, Entry) for each payload, made in C loops (no Python step per message)."""
+    return zip(map(getitem, payloads, repeat(ID_SLICE)),
+               map(tuple.__new__, repeat(Entry), zip(payloads, repeat(defer_until_ms))))
