@@ -1,8 +1,8 @@
 """The backup's side: connections from owners. HELLO is answered with WELCOME (or, for
 a fenced generation, the connection closes); APPEND, FIN and CHANNELS frames go to the
 store; an APPEND (and a snapshot's SYNCED) is acknowledged once the store committed it;
-a PULL fences the owner's generation and is answered with every copy held of it; a DROP
-forgets an adopted owner's copies."""
+a PULL fences the owner's generation and is answered with every copy held of it,
+streamed as the adopter reads it; a DROP forgets an adopted owner's copies."""
 from __future__ import annotations
 
 import asyncio
@@ -61,6 +61,9 @@ class BackupConnection(asyncio.Protocol):
         self._ack_due = 0  # the highest APPEND committed and not yet acknowledged
         self._decoder = wire.Decoder()
         self._transport: asyncio.Transport | None = None
+        self._writable = asyncio.Event()  # clear while the transport is over its high-water mark
+        self._writable.set()
+        self._answers: set[asyncio.Task[None]] = set()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
@@ -68,7 +71,14 @@ class BackupConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
+        self._writable.set()  # an answer streaming on it ends
         self.side.connections.discard(self)
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
 
     def close(self) -> None:
         """After what was written (a WELCOME) is flushed; nothing more is read."""
@@ -159,16 +169,35 @@ class BackupConnection(asyncio.Protocol):
         self._write(wire.ack(seq))
 
     def _answer_pull(self, seq: int, owner: str) -> None:
-        self._write(b"".join(pull_answer(self.store, owner)) + wire.done(seq))
+        task = asyncio.get_running_loop().create_task(self._stream_pull(seq, owner))
+        self._answers.add(task)
+        task.add_done_callback(self._answers.discard)
+
+    async def _stream_pull(self, seq: int, owner: str) -> None:
+        """Written as the adopter reads it: a backlog of gigabytes is never built here.
+        The owner's generation is fenced, so nothing it sends changes the copies meanwhile."""
+        transport = self._transport
+        try:
+            for frame in pull_answer(self.store, owner):
+                if self._transport is not transport or transport is None:
+                    return  # the adopter asks again, or adopts without us
+                transport.write(frame)
+                await self._writable.wait()
+            if self._transport is transport and transport is not None:
+                transport.write(wire.done(seq))
+        except Exception:
+            log.exception("REPLICATION: answering a PULL of %s's copies failed", owner)
+            if self._transport is transport:
+                self.close()
 
     def _write(self, data: bytes) -> None:
         if self._transport is not None:
             self._transport.write(data)
 
 
-def pull_answer(store: ReplicaStore, owner: str) -> list[bytes]:
-    """Every copy ``store`` holds of ``owner``'s messages, as PULLED frames."""
-    return [wire.pulled(owner, frame) for frame in shard_frames(store, owner)]
+def pull_answer(store: ReplicaStore, owner: str) -> Iterator[bytes]:
+    """Every copy ``store`` holds of ``owner``'s messages, as PULLED frames, made as taken."""
+    return (wire.pulled(owner, frame) for frame in shard_frames(store, owner))
 
 
 def shard_frames(store: ReplicaStore, owner: str, topics: Iterable[str] | None = None) -> Iterator[bytes]:
