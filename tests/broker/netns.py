@@ -75,6 +75,13 @@ class Namespaces:
             self.exec(self.names[me], "iptables", "-A", "INPUT", "-s", self.ips[other], "-j", "DROP")
             self.exec(self.names[me], "iptables", "-A", "OUTPUT", "-d", self.ips[other], "-j", "DROP")
 
+    def throttle(self, i: int, rate: str) -> None:
+        """Node i's sends leave at ``rate`` (tc's units, "4mbit"): a slow or congested
+        network. The queue holds 50 ms of it, so a ping is not stuck behind seconds of
+        data; what overflows it is dropped and TCP sends it again."""
+        self.exec(self.names[i], "tc", "qdisc", "add", "dev", f"v{_TAG}n{i}", "root", "tbf",
+                  "rate", rate, "burst", "16kb", "latency", "50ms")
+
     def heal(self) -> None:
         for name in self.names:
             self.exec(name, "iptables", "-F")

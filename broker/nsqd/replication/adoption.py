@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("nsqd")
 
-PULL_TIMEOUT = 5.0  # a survivor's copies it is asked for during an adoption
+PULL_TIMEOUT = 5.0  # silence from a survivor sending the copies an adoption asked it for
 
 
 async def adopt(r: "Replicator", owner: str) -> None:
@@ -63,10 +63,18 @@ async def _pull(r: "Replicator", peer: str, owner: str, generation: int) -> None
     waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     r.pulls[seq] = waiter
     r.pinger[peer].send_once(wire.pull(seq, owner, generation))
+    asked = time.monotonic()
     try:
-        await asyncio.wait_for(waiter, PULL_TIMEOUT)
-    except asyncio.TimeoutError:
-        log.error("REPLICATION: %s did not send its copies of %s in time: adopting without them", peer, owner)
+        # a large answer takes as long as it takes: the wait ends after PULL_TIMEOUT
+        # without a frame of it, not PULL_TIMEOUT after asking
+        while not waiter.done():
+            quiet_until = max(asked, r.pull_progress.get(peer, 0.0)) + PULL_TIMEOUT
+            remaining = quiet_until - time.monotonic()
+            if remaining <= 0:
+                log.error("REPLICATION: %s did not send its copies of %s in time: adopting without them",
+                          peer, owner)
+                return
+            await asyncio.wait([waiter], timeout=remaining)
     finally:
         r.pulls.pop(seq, None)
 

@@ -95,6 +95,7 @@ class Replicator:
         self.adopted: dict[str, int] = {}  # owner -> messages adopted from it
         self._adopting: set[str] = set()
         self.pulls: dict[int, asyncio.Future[None]] = {}
+        self.pull_progress: dict[str, float] = {}  # peer -> when it last sent a frame of a PULL's answer
         self._server: asyncio.AbstractServer | None = None
         self._tick_task: asyncio.Task[None] | None = None
         self.pinger: dict[str, PeerLink] = {}  # a link to every peer: our backups' and the others', for liveness
@@ -369,6 +370,7 @@ class Replicator:
         elif frame.kind is Kind.PULLED:
             assert frame.inner is not None
             self.store.merge(frame.name, frame.inner)  # adopted next: never logged here
+            self.pull_progress[peer] = time.monotonic()
         elif frame.kind is Kind.DONE:
             waiter = self.pulls.pop(frame.seq, None)
             if waiter is not None and not waiter.done():
