@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from nsqd.replication import wire
 from nsqd.payload_run import PayloadRun
-from nsqd.replication.wire import Entry, Kind, WireError
+from nsqd.replication.wire import AdoptRequest, Entry, Kind, WireError
 
 names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
 ids = st.binary(min_size=16, max_size=16)
@@ -28,6 +28,8 @@ frames = st.one_of(
     st.builds(lambda t, c: (wire.channels(t, c), (Kind.CHANNELS, t, c)), names, st.lists(names, max_size=4)),
     st.just((wire.ping(), (Kind.PING, 0))),
     st.builds(lambda t: (wire.ping(t), (Kind.PING, t)), st.integers(0, 2**64 - 1)),
+    st.builds(lambda t, a: (wire.ping(t, a), (Kind.PING, t, a) if a else (Kind.PING, t)), st.integers(0, 2**64 - 1),
+              st.lists(st.builds(AdoptRequest, names, st.integers(0, 2**64 - 1), st.booleans()), max_size=3)),
     st.builds(lambda s, o, g: (wire.pull(s, o, g), (Kind.PULL, s, o, g)), st.integers(0, 2**64 - 1), names,
               st.integers(0, 2**64 - 1)),
     st.builds(lambda s: (wire.done(s), (Kind.DONE, s)), st.integers(0, 2**64 - 1)),
@@ -68,7 +70,7 @@ def values(frame: wire.Frame) -> tuple:
     if k is Kind.REQ:
         return (k, frame.topic, frame.channel, frame.due_ms, frame.ids)
     if k is Kind.PING:
-        return (k, frame.clock_ms)
+        return (k, frame.clock_ms, frame.adopt) if frame.adopt else (k, frame.clock_ms)
     return (k,)
 
 
@@ -116,6 +118,8 @@ def test_handshake_and_ping_frames_may_grow_and_every_other_frame_is_read_whole(
     assert values(_decode(_grown(wire.welcome(2, True), extra))[0]) == (Kind.WELCOME, 2, True)
     assert values(_decode(_grown(wire.ping(5), extra))[0]) == (Kind.PING, 5)
     assert values(_decode(_grown(wire.ping(), b"\x01"))[0]) == (Kind.PING, 0)  # too short for a clock
+    asks = [AdoptRequest("owner:1", 4, True)]
+    assert values(_decode(_grown(wire.ping(5, asks), extra))[0]) == (Kind.PING, 5, asks)
     for frame in (wire.ack(1), wire.fin("t", "c", []), wire.append(1, "t", []), wire.req("t", "c", 1, []),
                   wire.pull(1, "o", 1), wire.drop("o", 1), wire.channels("t", [])):
         with pytest.raises(WireError, match="bytes after"):

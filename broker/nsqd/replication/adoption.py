@@ -36,8 +36,10 @@ log = logging.getLogger("nsqd")
 PULL_TIMEOUT = 5.0  # silence from a survivor sending the copies an adoption asked it for
 
 
-async def adopt(r: "Replicator", owner: str) -> None:
-    generation = r.store.generation(owner)
+async def adopt(r: "Replicator", owner: str, asked_generation: int = 0) -> None:
+    """``asked_generation``: the generation of the copies a holder asked us to adopt (we
+    may hold none of them)."""
+    generation = max(r.store.generation(owner), asked_generation)
     r.backup_side.fence(owner, generation)
     others = [b for b in ring.backups_of(owner, r.peers, r.widest)
               if b != r.node and r.alive(b) and b in r.pinger]

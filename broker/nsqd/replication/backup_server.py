@@ -14,7 +14,7 @@ from typing import Callable, Iterable, Iterator
 from . import wire
 from .generations import Generations
 from .store import ReplicaStore
-from .wire import Entry, Frame, Kind
+from .wire import AdoptRequest, Entry, Frame, Kind
 
 log = logging.getLogger("nsqd")
 
@@ -32,6 +32,8 @@ class BackupSide:
     # owner -> how far our wall clock is ahead of its (ms), from its last PING: the due
     # times of its copies are in its clock, and an adoption reads them in ours
     clock_offsets: dict[str, int] = field(default_factory=dict)
+    # a holder of a lost owner's copies asks us, its first live backup, to adopt them
+    asked_to_adopt: Callable[[list[AdoptRequest]], None] = lambda requests: None
 
     def clocked(self, owner: str, clock_ms: int) -> None:
         self.clock_offsets[owner] = int(time.time() * 1000) - clock_ms
@@ -127,6 +129,8 @@ class BackupConnection(asyncio.Protocol):
         elif kind is Kind.PING:
             if frame.clock_ms:
                 self.side.clocked(self.owner, frame.clock_ms)
+            if frame.adopt:
+                self.side.asked_to_adopt(frame.adopt)
         else:
             raise wire.WireError(f"unexpected {kind.name} from an owner")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 from nsq_protocol.host_port import split_dial_address
 
@@ -214,8 +214,8 @@ class PeerLink(asyncio.Protocol):
         self._writable.set()  # a snapshot streaming to it ends
         self._lost.set()
 
-    def ping(self) -> None:
-        self.send_once(wire.ping(int(time.time() * 1000)))
+    def ping(self, adopt: Sequence[wire.AdoptRequest] = ()) -> None:
+        self.send_once(wire.ping(int(time.time() * 1000), adopt))
 
     async def close(self) -> None:
         self._closing = True

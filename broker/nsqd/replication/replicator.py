@@ -75,7 +75,10 @@ class Replicator:
         self.backups = ring.backups_of(self.node, self.peers, self.widest)
         self._routes: dict[str, _Route] = {}
         self.generations = Generations.load(self.store.path)
-        self.backup_side = BackupSide(self.store, self.generations, self._heard, lambda name: name in self.heard)
+        self.backup_side = BackupSide(self.store, self.generations, self._heard, lambda name: name in self.heard,
+                                      asked_to_adopt=self._asked_to_adopt)
+        # owner -> (generation, fenced, when): a holder of its copies asked us to adopt
+        self._adoption_asked: dict[str, tuple[int, bool, float]] = {}
         self.fenced_at_start = False  # this node's messages were adopted while it was away
         self.silent = False  # started with an empty data path: not talking to peers yet
         self._welcome = asyncio.Event()  # a backup answered HELLO
@@ -450,36 +453,80 @@ class Replicator:
             now = time.monotonic()
             self._not_listening(now - last - self.ping_interval)
             last = now
-            for link in self.pinger.values():
-                link.ping()
             self.tracker.expire(time.monotonic())
-            for owner in list(self.store.shards):
-                if owner == self.node or owner in self._adopting or not self.store.held(owner):
-                    continue
-                # copies of a generation fenced here belong to an adoption that began: if
-                # its adopter died before announcing it, the first live backup finishes it
-                # (the owner's HELLO in that generation is refused until then)
-                begun = self.generations.refuses(owner, self.store.generation(owner))
-                if self.alive(owner) and not begun:
-                    continue
-                # the owner may have got its quorum from any one of its backups: an
-                # adoption must fence every one of them, or a partition's far side goes
-                # on acknowledging what the adoption lacks (and its owner empties it once
-                # it learns of the adoption). A backup unreachable too: wait for it.
-                copies = max([self.replicas, *(self.counts.count(t) for t in self.store.shards.get(owner, {}))])
-                if not begun and not all(self.alive(b) for b in ring.backups_of(owner, self.peers, copies)):
-                    continue
-                # whatever a topic's count, its holders are a prefix of the owner's ring:
-                # the first live one of the widest ring holds every topic any live one does
-                if ring.adopter(owner, self.peers, self.widest, self.alive) == self.node:
-                    self._adopting.add(owner)
-                    self.nsqd.watch(asyncio.get_running_loop().create_task(self._adopt(owner)),
-                                    f"REPLICATION: adoption of {owner}")
+            asks = self._adoptions_due()
+            for peer, link in self.pinger.items():
+                link.ping(asks.get(peer, ()))
+            self._adopt_when_asked(now)
 
-    async def _adopt(self, owner: str) -> None:
+    def _adoptions_due(self) -> dict[str, list[wire.AdoptRequest]]:
+        """Adopt the lost owners whose copies we hold and whose first live backup we are;
+        for the others, what to ask their first live backup (peer -> requests): it may
+        hold nothing of them (wiped while they were lost), and then only our asking
+        makes it adopt."""
+        asks: dict[str, list[wire.AdoptRequest]] = {}
+        for owner in list(self.store.shards):
+            if owner == self.node or owner in self._adopting or not self.store.held(owner):
+                continue
+            # copies of a generation fenced here belong to an adoption that began: if
+            # its adopter died before announcing it, the first live backup finishes it
+            # (the owner's HELLO in that generation is refused until then)
+            generation = self.store.generation(owner)
+            begun = self.generations.refuses(owner, generation)
+            if self.alive(owner) and not begun:
+                continue
+            # the owner may have got its quorum from any one of its backups: an
+            # adoption must fence every one of them, or a partition's far side goes
+            # on acknowledging what the adoption lacks (and its owner empties it once
+            # it learns of the adoption). A backup unreachable too: wait for it.
+            copies = max([self.replicas, *(self.counts.count(t) for t in self.store.shards.get(owner, {}))])
+            if not begun and not all(self.alive(b) for b in ring.backups_of(owner, self.peers, copies)):
+                continue
+            # whatever a topic's count, its holders are a prefix of the owner's ring:
+            # the first live one of the widest ring holds every topic any live one does
+            adopter = ring.adopter(owner, self.peers, self.widest, self.alive)
+            if adopter == self.node:
+                self._start_adoption(owner)
+            elif adopter is not None:
+                asks.setdefault(adopter, []).append(wire.AdoptRequest(owner, generation, begun))
+        return asks
+
+    def _asked_to_adopt(self, requests: list[wire.AdoptRequest]) -> None:
+        now = time.monotonic()
+        for request in requests:
+            self._adoption_asked[request.owner] = (request.generation, request.fenced, now)
+
+    def _adopt_when_asked(self, now: float) -> None:
+        """A holder asked us to adopt an owner: we do if the holder fenced its generation
+        (an adoption began, or the owner came back as another life: what we hold of it,
+        say its new life's first publishes, is adopted with the rest), or if we hold
+        nothing of it and we too find it lost (what we hold is decided on above); and
+        only as its first live backup. The adoption pulls the holder's copies."""
+        for owner, (generation, fenced, at) in list(self._adoption_asked.items()):
+            if now - at > 3 * self.ping_interval:  # no longer asked: adopted, or the owner is back
+                del self._adoption_asked[owner]
+                continue
+            if owner == self.node or owner in self._adopting:
+                continue
+            if self.generations.announced_for(owner) >= generation:
+                continue  # adopted here already: the holder is told DROP once a quorum holds it
+            if not fenced and (self.store.held(owner) or self.alive(owner) or not all(
+                    self.alive(b) for b in ring.backups_of(owner, self.peers, self.replicas))):
+                continue
+            if ring.adopter(owner, self.peers, self.widest, self.alive) == self.node:
+                log.warning("REPLICATION: adopting %s's messages (generation %d) as a backup holding "
+                            "them asked", owner, generation)
+                self._start_adoption(owner, generation)
+
+    def _start_adoption(self, owner: str, generation: int = 0) -> None:
+        self._adopting.add(owner)
+        self.nsqd.watch(asyncio.get_running_loop().create_task(self._adopt(owner, generation)),
+                        f"REPLICATION: adoption of {owner}")
+
+    async def _adopt(self, owner: str, generation: int = 0) -> None:
         """``owner`` is lost and we are its first live backup (``adoption.py``)."""
         try:
-            await adoption.adopt(self, owner)
+            await adoption.adopt(self, owner, generation)
         except Exception:
             # the copies stay: the next tick tries again (what was put already comes twice)
             log.exception("REPLICATION: adopting the messages of %s failed", owner)

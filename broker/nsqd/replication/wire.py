@@ -40,7 +40,9 @@ class Kind(IntEnum):
     ACK = 3  # seq
     FIN = 4  # topic, channel, ids: messages that channel is done with
     CHANNELS = 5  # topic, the channel names it has now
-    PING = 6  # liveness, both ways; the sender's wall clock (ms since the epoch), 0 or absent: not told
+    PING = 6  # liveness, both ways; the sender's wall clock (ms since the epoch), 0 or absent: not told;
+    # then (optional) the lost owners the sender holds copies of and asks us, their first
+    # live backup, to adopt: a count, then owner, generation, whether the sender fenced it
     PULL = 7  # seq, owner: send me every copy you hold of that owner's messages
     PULLED = 8  # owner, one inner frame (APPEND, FIN, CHANNELS, EMPTY, PAUSE or REQ) of a PULL's answer
     DONE = 9  # seq: the PULL's answer is complete
@@ -64,6 +66,16 @@ SHARD_KINDS = frozenset((Kind.APPEND, Kind.APPEND_RUN, Kind.FIN, Kind.CHANNELS, 
 
 class WireError(Exception):
     """A frame that cannot be decoded: the link is closed."""
+
+
+class AdoptRequest(NamedTuple):
+    """A holder of a lost owner's copies asks that owner's first live backup to adopt them
+    (it may hold none: wiped while the owner was lost). ``fenced``: the holder fenced
+    ``generation`` (an adoption began, or the owner came back as another life), so the
+    adoption must happen even if the owner is heard again."""
+    owner: str
+    generation: int
+    fenced: bool
 
 
 class Entry(NamedTuple):
@@ -91,6 +103,7 @@ class Frame:
     due_ms: int = 0  # REQ; APPEND_RUN: when its messages are due (0: at once)
     clock_ms: int = 0  # PING: the sender's wall clock when it sent it
     payloads: list[bytes] = field(default_factory=list)  # APPEND_RUN's
+    adopt: list["AdoptRequest"] = field(default_factory=list)  # PING's
 
     def messages(self) -> list[Entry]:
         """An APPEND's or APPEND_RUN's messages, each with its due time."""
@@ -204,10 +217,14 @@ def req(topic: str, channel: str, due_ms: int, ids: Sequence[bytes]) -> bytes:
     return _framed(Kind.REQ, b"".join((_text(topic), _text(channel), _U64.pack(due_ms), _U32.pack(len(ids)), *ids)))
 
 
-def ping(clock_ms: int = 0) -> bytes:
+def ping(clock_ms: int = 0, adopt: Sequence[AdoptRequest] = ()) -> bytes:
     """``clock_ms``: the sender's wall clock, from which a backup learns how far the
-    owner's clock (in which its due times are written) is from its own."""
-    return _framed(Kind.PING, _U64.pack(clock_ms) if clock_ms else b"")
+    owner's clock (in which its due times are written) is from its own. ``adopt``: what
+    the sender asks the receiver to adopt (a peer of an older version ignores it)."""
+    if not adopt:
+        return _framed(Kind.PING, _U64.pack(clock_ms) if clock_ms else b"")
+    asks = b"".join(_text(a.owner) + _U64.pack(a.generation) + bytes((1 if a.fenced else 0,)) for a in adopt)
+    return _framed(Kind.PING, _U64.pack(clock_ms) + _U16.pack(len(adopt)) + asks)
 
 
 def pull(seq: int, owner: str, generation: int) -> bytes:
@@ -308,7 +325,14 @@ def decode(kind_byte: int, body: memoryview) -> Frame:
         topic, channel, due, count = r.text(), r.text(), r.u64(), r.u32()
         frame = Frame(kind, topic=topic, channel=channel, due_ms=due, ids=[r.take(MSG_ID_LENGTH) for _ in range(count)])
     elif kind is Kind.PING:
-        return Frame(kind, clock_ms=r.u64() if len(body) >= _U64.size else 0)
+        if len(body) < _U64.size:
+            return Frame(kind)  # no clock (too short for one: a later version's field is ignored)
+        frame = Frame(kind, clock_ms=r.u64())
+        if len(body) - r.at >= _U16.size:
+            for _ in range(r.u16()):
+                owner = r.text()
+                frame.adopt.append(AdoptRequest(owner, r.u64(), r.take(1) != b"\x00"))
+        return frame  # fields added later are not read here
     elif kind is Kind.RESET:
         frame = Frame(kind)
     elif kind is Kind.PULL:
