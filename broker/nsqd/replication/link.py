@@ -41,6 +41,7 @@ class PeerLink(asyncio.Protocol):
         self.welcomed = 0  # the generation the peer's last WELCOME answered (0: none on this connection)
         self.catching_up_until: int | None = None  # the snapshot's SYNCED seq, until acknowledged
         self._missed_at_sync = 0
+        self._snapshot_owed = False  # sent a snapshot at the next connection, whatever it holds
         self.connects = 0
         self._transport: asyncio.Transport | None = None
         self._decoder = wire.Decoder()
@@ -89,6 +90,7 @@ class PeerLink(asyncio.Protocol):
             return
         self.catching_up_until = _SNAPSHOT_OPEN
         self._missed_at_sync = self.unacked.missed
+        self._snapshot_owed = False
         for frame in frames:
             self._send(frame)
             self._flush()  # what this loop turn sent live goes first, in order
@@ -114,7 +116,13 @@ class PeerLink(asyncio.Protocol):
         self._writable.set()
 
     def needs_snapshot(self, keeps_log: bool) -> bool:
-        return not keeps_log or self.unacked.missed > self._missed_at_sync
+        return not keeps_log or self.unacked.missed > self._missed_at_sync or self._snapshot_owed
+
+    def resync(self) -> None:
+        """The peer is to hold more than it was sent (a topic's count grew): it is sent a
+        snapshot, over a new connection, and counts in no quorum until it holds it."""
+        self._snapshot_owed = True
+        self.drop_connection()
 
     @property
     def state(self) -> str:

@@ -54,6 +54,18 @@ class _Route:
         self.need = ring.quorum(count) - 1  # backups that must ack: the owner is one copy
 
 
+class _Forget:
+    """Backups a topic's count no longer uses, told to forget its copies (``ids``, what
+    was live when the count changed) once each kept link acknowledged through its seq."""
+    __slots__ = ("topic", "removed", "kept", "ids")
+
+    def __init__(self, topic: str, removed: list[PeerLink], kept: dict[PeerLink, int], ids: list[bytes]) -> None:
+        self.topic = topic
+        self.removed = removed
+        self.kept = kept
+        self.ids = ids
+
+
 class Replicator:
     def __init__(self, nsqd: "NSQD") -> None:
         o = nsqd.options
@@ -103,6 +115,7 @@ class Replicator:
         self._tick_task: asyncio.Task[None] | None = None
         self.pinger: dict[str, PeerLink] = {}  # a link to every peer: our backups' and the others', for liveness
         self._snapshots: set[asyncio.Task[None]] = set()  # being streamed (a reference keeps each alive)
+        self._forgets: list[_Forget] = []  # backups a topic's count no longer uses, to forget it
 
     def replicates(self, topic_name: str) -> bool:
         return self.counts.count(topic_name) > 1
@@ -116,22 +129,28 @@ class Replicator:
 
     def set_count(self, name: str, count: int) -> bool:
         """``name`` gets ``count`` copies from now on; whether its replication changed.
-        Refused (``TopicCountError``) while the topic holds messages here: those were
-        acknowledged with the copies of the old count."""
+        Between counts of 2 or more it changes while the topic holds messages: a backup
+        added is sent what the topic holds, one removed forgets it once the backups kept
+        hold everything sent before the change. Between 1 and more it is refused
+        (``TopicCountError``) while the topic holds messages here: with one copy they
+        are in this nsqd's queues only, which are not read back to be replicated."""
         self.counts.check(name, count)
         old = self.counts.count(name)
         topic = self.nsqd.topics.get(name)
         if old == count:
             self.counts.set(name, count)
             return False
-        if topic is not None and (_holds_messages(topic) or self.store.held_topic(self.node, name)):
-            raise TopicCountError(f"topic {name} holds messages: its number of copies changes only while it "
-                                  f"is empty (its messages were acknowledged with {old})")
+        holding = topic is not None and (_holds_messages(topic) or bool(self.store.held_topic(self.node, name)))
+        if holding and 1 in (old, count):
+            raise TopicCountError(f"topic {name} holds messages: its number of copies changes between 1 and more "
+                                  f"only while it is empty (its messages were acknowledged with {old})")
         before = self._route(name)
         self.counts.set(name, count)
         self._routes.pop(name, None)
         after = self._route(name)
-        if topic is not None:
+        if holding:
+            self._move_copies(name, before, after)
+        elif topic is not None:
             forget = [wire.channels(name, []), wire.pause(name, "", False)]
             for link in before.links:
                 if link not in after.links:  # it holds no copy of the topic from now on
@@ -148,6 +167,35 @@ class Replicator:
                             link.send_after(frame)
         log.info("REPLICATION: TOPIC(%s): %d replicas (was %d)", name, count, old)
         return True
+
+    def _move_copies(self, name: str, before: "_Route", after: "_Route") -> None:
+        """A held topic's copies follow its new count. A backup added is resynced: a
+        snapshot of this node's shard (the topic's messages, channels and their FINs
+        with it), before which its ACKs count in no quorum. A backup removed is told to
+        forget the topic once every kept backup acknowledged what was sent before the
+        change (until then it is one of the copies that the acknowledged messages have)."""
+        for link in after.links:
+            if link not in before.links:
+                link.resync()
+        removed = [link for link in before.links if link not in after.links]
+        if removed:
+            kept = {link: link.unacked.last_seq for link in after.links}
+            self._forgets.append(_Forget(name, removed, kept, self._live_ids(name)))
+            self._forget_when_held()
+
+    def _forget_when_held(self) -> None:
+        for forget in list(self._forgets):
+            if any(link.unacked.acked_through < seq for link, seq in forget.kept.items()):
+                continue
+            self._forgets.remove(forget)
+            frames = [wire.empty(forget.topic, "", forget.ids[start:start + EMPTY_BATCH])
+                      for start in range(0, len(forget.ids), EMPTY_BATCH)]
+            frames += [wire.channels(forget.topic, []), wire.pause(forget.topic, "", False)]
+            for link in forget.removed:
+                for frame in frames:
+                    link.send_after(frame)
+            log.info("REPLICATION: TOPIC(%s): %s forget its copies", forget.topic,
+                     ", ".join(link.peer for link in forget.removed))
 
     def topic_gone(self, name: str) -> None:
         """A deleted topic: made again later, it gets the default count unless told."""
@@ -454,6 +502,7 @@ class Replicator:
             self._not_listening(now - last - self.ping_interval)
             last = now
             self.tracker.expire(time.monotonic())
+            self._forget_when_held()
             asks = self._adoptions_due()
             for peer, link in self.pinger.items():
                 link.ping(asks.get(peer, ()))

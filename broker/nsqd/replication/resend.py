@@ -20,6 +20,11 @@ class ResendBuffer:
     def __len__(self) -> int:
         return len(self._frames)
 
+    @property
+    def last_seq(self) -> int:
+        """The last APPEND kept."""
+        return self._last_seq
+
     def keep_append(self, seq: int, frame: bytes) -> None:
         self._last_seq = seq
         self._keep(seq, frame)

@@ -1,0 +1,99 @@
+"""A held topic's number of copies changed between 2 and 3, with three real nsqd
+processes (127.0.33.1-3), as the operator changes it (``POST /topic/create?replicas=N``
+on every nsqd). Raised, the backup added is sent what the topic holds (its finished
+messages left out) before it counts in a quorum; lowered, the backup removed forgets its
+copies once the backup kept holds everything. What survives is what a consumer of the
+adopter receives after the owner's kill -9 and the deletion of its data directory."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tests.broker.load import Consumer, Fin, Hold, publish
+from tests.broker.replicas import Cluster, cluster, post  # noqa: F401 (cluster: a fixture)
+from tests.servers import wait_for
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def held(c: Cluster, i: int, topic: str = "orders") -> int:
+    return c.replication(i)["held_topics"].get(c.peers[0], {}).get(topic, 0)
+
+
+def set_count(c: Cluster, count: int) -> None:
+    for node in c.nodes:
+        post(node, f"/topic/create?topic=orders&replicas={count}")
+
+
+async def adopted_and_delivered(c: Cluster, want: set[bytes]) -> None:
+    owner, adopter, _ = c.nodes
+    owner.kill()
+    shutil.rmtree(owner.workdir / "data")
+    consumer = await Consumer(adopter.tcp_address, "orders", "billing", rdy=200).start()
+    await consumer.wait_until(lambda: want <= consumer.bodies(), 30, f"{len(want)} messages from the adopter")
+    await consumer.quiesce()
+    await consumer.stop()
+    delivered = [d.body for d in consumer.deliveries]
+    assert set(delivered) == want, "a finished message came back, or one never published"
+    assert len(delivered) == len(want), f"{len(delivered) - len(want)} duplicates"
+
+
+async def test_a_count_raised_while_the_topic_holds_messages_copies_them_to_the_backup_added(cluster) -> None:
+    c = cluster(3)
+    owner = c.nodes[0]
+    set_count(c, 2)
+    post(owner, "/channel/create?topic=orders&channel=billing")
+    first = [b"a-%04d" % i for i in range(300)]
+    assert (await publish(owner.tcp_address, "orders", first, batch=50)).acked == first
+    decisions = iter([Fin] * 100)
+    consumer = await Consumer(owner.tcp_address, "orders", "billing", rdy=1,
+                              decide=lambda d: next(decisions, Hold)).start()
+    await consumer.wait_until(lambda: len(consumer.finished) == 100, 30, "100 finished")
+    await consumer.quiesce()
+    await consumer.stop()  # what it held in flight goes back to the channel
+    finished = set(consumer.finished)
+    wait_for(lambda: held(c, 1) == 200, 10, message="the one backup holds what is not finished")
+    assert held(c, 2) == 0
+
+    set_count(c, 3)
+    wait_for(lambda: held(c, 2) == 200, 20, message="the backup added holds the topic's live messages")
+    wait_for(lambda: all(b["state"] == "in_sync" for b in c.replication(0)["backups"]), 20,
+             message="the backup added caught up")
+    later = [b"b-%04d" % i for i in range(100)]
+    assert (await publish(owner.tcp_address, "orders", later, batch=20)).acked == later
+    for i in (1, 2):
+        wait_for(lambda i=i: held(c, i) == 300, 10, message=f"backup {i} holds every live message")
+
+    await adopted_and_delivered(c, (set(first) - finished) | set(later))
+
+
+async def test_a_count_lowered_while_the_topic_holds_messages_has_the_backup_removed_forget_it(cluster) -> None:
+    c = cluster(3)
+    owner = c.nodes[0]
+    post(owner, "/topic/create?topic=orders")
+    post(owner, "/channel/create?topic=orders&channel=billing")
+    first = [b"a-%04d" % i for i in range(300)]
+    assert (await publish(owner.tcp_address, "orders", first, batch=50)).acked == first
+    for i in (1, 2):
+        wait_for(lambda i=i: held(c, i) == 300, 10, message=f"backup {i} holds every copy")
+
+    set_count(c, 2)
+    wait_for(lambda: held(c, 2) == 0, 10, message="the backup removed forgot its copies")
+    assert held(c, 1) == 300
+    later = [b"b-%04d" % i for i in range(100)]
+    assert (await publish(owner.tcp_address, "orders", later, batch=20)).acked == later
+    wait_for(lambda: held(c, 1) == 400, 10, message="the backup kept holds every copy")
+    assert held(c, 2) == 0
+
+    await adopted_and_delivered(c, set(first) | set(later))
+
+
+async def test_a_count_between_one_and_more_is_still_refused_while_the_topic_holds_messages(cluster) -> None:
+    c = cluster(3)
+    owner = c.nodes[0]
+    post(owner, "/topic/create?topic=orders&replicas=1")
+    assert (await publish(owner.tcp_address, "orders", [b"alone"])).acked == [b"alone"]
+    answer = owner.post("/topic/create?topic=orders&replicas=2")
+    assert answer.status == 400 and b"between 1 and more" in answer.body, answer.body
+    assert c.replication(0)["topic_replicas"]["orders"] == 1
