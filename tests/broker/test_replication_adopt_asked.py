@@ -16,29 +16,35 @@ import time
 import pytest
 
 from tests.broker.load import Consumer, Published, publish
-from tests.broker.replicas import cluster, post  # noqa: F401 (cluster: a fixture)
+from tests.broker.replicas import Cluster, cluster, post  # noqa: F401 (cluster: a fixture)
 from tests.servers import wait_for
 
 pytestmark = pytest.mark.timeout(90)
+
+
+async def held_by_both_backups_then_owner_and_first_wiped(c: Cluster) -> list[bytes]:
+    """600 messages published to nsqd 0 and held by both its backups; then its first
+    backup and itself killed with kill -9, their data directories deleted (both left
+    down). What was acknowledged."""
+    owner, first, _ = c.nodes
+    post(owner, "/topic/create?topic=orders")
+    post(owner, "/channel/create?topic=orders&channel=billing")
+    bodies = [b"o-%05d" % i for i in range(600)]
+    assert (await publish(owner.tcp_address, "orders", bodies, batch=50)).acked == bodies
+    for i in (1, 2):
+        wait_for(lambda i=i: c.replication(i)["held_copies"].get(c.peers[0]) == len(bodies), 10,
+                 message=f"backup {i} holds every copy")
+    for node in (first, owner):
+        node.kill()
+        shutil.rmtree(node.workdir / "data")
+    return bodies
 
 
 async def test_a_wiped_first_backup_adopts_what_only_the_second_holds_when_asked(cluster) -> None:
     c = cluster(3)
     owner, first, second = c.nodes
     owner_peer = c.peers[0]
-    post(owner, "/topic/create?topic=orders")
-    post(owner, "/channel/create?topic=orders&channel=billing")
-    bodies = [b"o-%05d" % i for i in range(600)]
-    acked = (await publish(owner.tcp_address, "orders", bodies, batch=50)).acked
-    assert acked == bodies
-    for i in (1, 2):
-        wait_for(lambda i=i: c.replication(i)["held_copies"].get(owner_peer) == len(acked), 10,
-                 message=f"backup {i} holds every copy")
-
-    first.kill()
-    shutil.rmtree(first.workdir / "data")
-    owner.kill()
-    shutil.rmtree(owner.workdir / "data")  # the owner stays lost
+    acked = await held_by_both_backups_then_owner_and_first_wiped(c)  # the owner stays lost
     first.start()  # empty: silent for a while, then a live peer holding nothing of the owner
 
     wait_for(lambda: c.replication(1)["adopted"].get(owner_peer) == len(acked), 40, interval=0.2,
@@ -62,18 +68,7 @@ async def test_an_owner_back_wiped_has_both_lives_adopted_by_its_wiped_first_bac
     c = cluster(3)
     owner, first, second = c.nodes
     owner_peer = c.peers[0]
-    post(owner, "/topic/create?topic=orders")
-    post(owner, "/channel/create?topic=orders&channel=billing")
-    former = [b"o-%05d" % i for i in range(600)]
-    assert (await publish(owner.tcp_address, "orders", former, batch=50)).acked == former
-    for i in (1, 2):
-        wait_for(lambda i=i: c.replication(i)["held_copies"].get(owner_peer) == len(former), 10,
-                 message=f"backup {i} holds every copy")
-
-    first.kill()
-    shutil.rmtree(first.workdir / "data")
-    owner.kill()
-    shutil.rmtree(owner.workdir / "data")
+    former = await held_by_both_backups_then_owner_and_first_wiped(c)
     first.start()
     owner.start()
     new_life = Published()
