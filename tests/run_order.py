@@ -34,7 +34,7 @@ LONGEST_FIRST = (
     "tests/broker/test_replication_snapshot_stream.py",  # 16 s
     "tests/broker/test_replication_pull_slow.py",  # 16 s (network namespaces)
     "tests/broker/test_replication_adopt_asked.py",  # 18 s
-    "tests/broker/test_replication_count_change.py",  # 14 s
+    "tests/broker/test_replication_count_change.py",  # 22 s
     "tests/pipeline/test_spark_source.py",  # 16 s
     "tests/operator/test_operator_rollout_resume.py",  # 16 s
 )

@@ -7,6 +7,8 @@ adopter receives after the owner's kill -9 and the deletion of its data director
 from __future__ import annotations
 
 import shutil
+import signal
+import time
 
 import pytest
 
@@ -97,3 +99,32 @@ async def test_a_count_between_one_and_more_is_still_refused_while_the_topic_hol
     answer = owner.post("/topic/create?topic=orders&replicas=2")
     assert answer.status == 400 and b"between 1 and more" in answer.body, answer.body
     assert c.replication(0)["topic_replicas"]["orders"] == 1
+
+
+async def test_a_count_lowered_then_raised_before_the_kept_backup_caught_up_forgets_nothing(cluster) -> None:
+    """3 to 2 while the first backup is stopped (SIGSTOP: it has not acknowledged what the
+    owner sent), so the second backup is not told to forget yet; then back to 3 (the
+    second resynced) before the first backup is let go on. Once the first backup holds
+    everything, the second must keep its copies: the count uses it again."""
+    c = cluster(3)
+    owner, first, _ = c.nodes
+    post(owner, "/topic/create?topic=orders")
+    post(owner, "/channel/create?topic=orders&channel=billing")
+    first.signal(signal.SIGSTOP)
+    try:
+        sent = [b"a-%04d" % i for i in range(200)]
+        assert (await publish(owner.tcp_address, "orders", sent, batch=50)).acked == sent  # the second's ACKs
+        wait_for(lambda: held(c, 2) == 200, 10, message="the second backup holds every copy")
+        connects = c.replication(0)["backups"][1]["connects"]
+        post(owner, "/topic/create?topic=orders&replicas=2")
+        post(owner, "/topic/create?topic=orders&replicas=3")  # the second is resynced: a snapshot
+        wait_for(lambda: (lambda b: b["connects"] > connects and b["state"] == "in_sync")(
+            c.replication(0)["backups"][1]), 10, message="the second backup resynced")
+        assert held(c, 2) == 200
+    finally:
+        first.signal(signal.SIGCONT)
+    wait_for(lambda: held(c, 1) == 200 and c.replication(0)["backups"][0]["lag_frames"] == 0, 20,
+             message="the first backup acknowledged everything")
+    deadline = time.monotonic() + 8 * 0.25  # eight of the owner's ticks, each of which may send a forget
+    while time.monotonic() < deadline:
+        assert held(c, 2) == 200, "the second backup was told to forget a topic whose count uses it"

@@ -148,6 +148,7 @@ class Replicator:
         self.counts.set(name, count)
         self._routes.pop(name, None)
         after = self._route(name)
+        self._keep_forgetting(name, after)
         if holding:
             self._move_copies(name, before, after)
         elif topic is not None:
@@ -182,6 +183,13 @@ class Replicator:
             kept = {link: link.unacked.last_seq for link in after.links}
             self._forgets.append(_Forget(name, removed, kept, self._live_ids(name)))
             self._forget_when_held()
+
+    def _keep_forgetting(self, name: str, route: "_Route") -> None:
+        """A backup the topic's new count uses again is no longer to forget it."""
+        for forget in self._forgets:
+            if forget.topic == name:
+                forget.removed = [link for link in forget.removed if link not in route.links]
+        self._forgets = [forget for forget in self._forgets if forget.removed]
 
     def _forget_when_held(self) -> None:
         for forget in list(self._forgets):
