@@ -181,13 +181,15 @@ class BackupConnection(asyncio.Protocol):
         """Written as the adopter reads it: a backlog of gigabytes is never built here.
         The owner's generation is fenced, so nothing it sends changes the copies meanwhile."""
         transport = self._transport
+        if transport is None:
+            return
         try:
             for frame in pull_answer(self.store, owner):
-                if self._transport is not transport or transport is None:
+                if self._transport is not transport:
                     return  # the adopter asks again, or adopts without us
                 transport.write(frame)
                 await self._writable.wait()
-            if self._transport is transport and transport is not None:
+            if self._transport is transport:
                 transport.write(wire.done(seq))
         except Exception:
             log.exception("REPLICATION: answering a PULL of %s's copies failed", owner)

@@ -196,8 +196,7 @@ class Replicator:
             if any(link.unacked.acked_through < seq for link, seq in forget.kept.items()):
                 continue
             self._forgets.remove(forget)
-            frames = [wire.empty(forget.topic, "", forget.ids[start:start + EMPTY_BATCH])
-                      for start in range(0, len(forget.ids), EMPTY_BATCH)]
+            frames = [wire.empty(forget.topic, "", batch) for batch in _batches(forget.ids)]
             frames += [wire.channels(forget.topic, []), wire.pause(forget.topic, "", False)]
             for link in forget.removed:
                 for frame in frames:
@@ -338,8 +337,7 @@ class Replicator:
             link.send_after(raw)
 
     def _empty(self, topic: str, channel: str, ids: list[bytes]) -> None:
-        for start in range(0, len(ids), EMPTY_BATCH):  # a frame stays far below wire.MAX_FRAME
-            batch = ids[start:start + EMPTY_BATCH]
+        for batch in _batches(ids):
             self._send(Frame(Kind.EMPTY, topic=topic, channel=channel, ids=batch), wire.empty(topic, channel, batch))
 
     def _live_ids(self, topic: str) -> list[bytes]:
@@ -620,6 +618,12 @@ class Replicator:
 
 def _nothing() -> None:
     pass
+
+
+def _batches(ids: list[bytes]) -> Iterator[list[bytes]]:
+    """``ids`` in EMPTY frames' worth: a frame stays far below wire.MAX_FRAME."""
+    for start in range(0, len(ids), EMPTY_BATCH):
+        yield ids[start:start + EMPTY_BATCH]
 
 
 def _holds_messages(topic: "Topic") -> bool:
