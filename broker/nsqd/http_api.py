@@ -23,6 +23,7 @@ from .drain import DrainRefused
 from .handoff import parse_targets
 from .group_commit import SyncError
 from .options import MAX_TOPIC_REPLICAS
+from .replication.membership import MembershipError
 from .replication.topic_counts import TopicCountError
 from .replication.tracker import ReplicationError
 from .http_head import RequestHead
@@ -120,6 +121,7 @@ class HttpApi:
         self._plans: dict[str, _PubPlan | None] = {}  # request target -> its publish plan (None: not one)
         if nsqd.replicator is not None:  # beyond NSQ, and only where replication is on
             self._routes["/replication"] = {"GET": self.replication}
+            self._routes["/replication/peers"] = {"GET": self.replication_peers, "PUT": self.replication_peers}
 
     def _route(self, request: HttpRequest) -> dict[str, Handler] | None:
         """The methods of the route ``request.path`` matches (None: no route); a variable
@@ -238,6 +240,30 @@ class HttpApi:
         copies held for other owners, messages adopted from lost ones."""
         assert self.nsqd.replicator is not None
         return self.nsqd.replicator.stats()
+
+    async def replication_peers(self, request: HttpRequest) -> dict[str, Any]:
+        """The peer list and its epoch; PUT ``{"epoch": n, "peers": [...]}`` replaces it
+        while running (docs/replication.md, *Changing the peer list*): 409 for an epoch
+        not above the current one with another list."""
+        replicator = self.nsqd.replicator
+        assert replicator is not None
+        if request.method == "PUT":
+            body = await request.read_body(self.nsqd.options.max_body_size)
+            try:
+                doc = json.loads(body or b"")
+                epoch, peers = doc["epoch"], doc["peers"]
+                if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
+                    raise ValueError("epoch must be a whole number, 0 or above")
+                if not isinstance(peers, list) or not all(isinstance(p, str) and p for p in peers):
+                    raise ValueError("peers must be a list of host:port strings")
+            except (ValueError, KeyError, TypeError) as e:
+                raise HttpError(400, f"INVALID_BODY: {e}") from None
+            try:
+                replicator.change_membership(peers, epoch)
+            except MembershipError as e:
+                raise HttpError(409, f"MEMBERSHIP_REFUSED: {e}") from None
+        return {"epoch": replicator.membership.epoch, "peers": replicator.peers,
+                "settled": replicator.settled_epoch}
 
     # -- drain (beyond NSQ; see drain.py) -------------------------------------
     async def ready(self, request: HttpRequest) -> str | Reply:

@@ -88,6 +88,9 @@ class NsqdOptions(BaseModel):
         description="(beyond NSQ) <topic>:<n>, a topic's own number of copies (1 to 5), instead of "
         "--topic-replicas (may be given multiple times or comma separated); a count above 1 needs "
         "--replication-address and --replication-peer")
+    replication_membership_epoch: int = Field(
+        0, ge=0, description="(beyond NSQ) the epoch of the --replication-peer list: a list set while "
+        "running (PUT /replication/peers) with a higher epoch is kept over it across restarts")
     replication_timeout: Duration = Field(
         5.0, gt=0, description="(beyond NSQ) a publish no majority of replicas acknowledged in this "
         "long fails (E_PUB_FAILED); the message may still be delivered")
@@ -242,7 +245,9 @@ class NsqdOptions(BaseModel):
         if not self.replication_address:
             what = "topic-replicas" if self.topic_replicas > 1 else "topic-replicas-for with a count"
             raise ValueError(f"{what} above 1 needs a replication-address")
-        if self.replication_address not in self.replication_peers:
+        if self.replication_address not in self.replication_peers and not self.replication_membership_epoch:
+            # with an epoch the list is managed while running: a node left out of the newest
+            # one runs on with the last list it was in, from its data path (membership.py)
             raise ValueError("replication-address must be one of the replication-peer addresses")
         if len(set(self.replication_peers)) != len(self.replication_peers):
             raise ValueError("replication-peer addresses must differ")

@@ -11,25 +11,38 @@ from tests.broker.faults import WrappedNsqd
 from tests.servers import Nsqd, free_port, http, wait_for
 
 
-HOSTS = ("127.0.33.1", "127.0.33.2", "127.0.33.3")
+HOSTS = ("127.0.33.1", "127.0.33.2", "127.0.33.3", "127.0.33.4")
 
 
 class Cluster:
     """``wrap``: node index -> a command prefix nsqd runs under (``faults.py``)."""
 
     def __init__(self, root: Path, replicas: int, wrap: Mapping[int, Sequence[str]] | None = None,
-                 **flags: object) -> None:
-        ports = [free_port(host) for host in HOSTS]
-        peers = [f"{host}:{port}" for host, port in zip(HOSTS, ports)]
+                 size: int = 3, **flags: object) -> None:
+        self.root = root
+        self.flags = {"topic-replicas": replicas, "replication-failover-timeout": "1s",
+                      "replication-timeout": "2s", **{k.replace("_", "-"): v for k, v in flags.items()}}
+        self.peers = [f"{host}:{free_port(host)}" for host in HOSTS[:size]]
         self.nodes: list[Nsqd] = []
-        for i, (host, peer) in enumerate(zip(HOSTS, peers)):
-            node_flags = {"replication-address": peer, "replication-peer": ",".join(peers),
-                          "topic-replicas": replicas, "replication-failover-timeout": "1s",
-                          "replication-timeout": "2s", **{k.replace("_", "-"): v for k, v in flags.items()}}
+        for i, peer in enumerate(self.peers):
+            node_flags = {"replication-address": peer, "replication-peer": ",".join(self.peers), **self.flags}
+            host = peer.rsplit(":", 1)[0]
             prefix = (wrap or {}).get(i)
             self.nodes.append(WrappedNsqd(root / f"nsqd{i}", node_flags, host, prefix) if prefix
                               else Nsqd(root / f"nsqd{i}", node_flags, host=host))
-        self.peers = peers
+
+    def grow(self, epoch: int) -> Nsqd:
+        """A new nsqd on the next host, started with the list of every node and ``epoch``
+        (as the operator starts a pod added by a scale-up); the others are not told."""
+        host = HOSTS[len(self.nodes)]
+        peer = f"{host}:{free_port(host)}"
+        self.peers.append(peer)
+        node = Nsqd(self.root / f"nsqd{len(self.nodes)}", {
+            "replication-address": peer, "replication-peer": ",".join(self.peers),
+            "replication-membership-epoch": epoch, **self.flags}, host=host)
+        self.nodes.append(node)
+        node.start()
+        return node
 
     def start(self) -> "Cluster":
         for node in self.nodes:
@@ -54,8 +67,9 @@ def cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
     """Makes started, connected replicated clusters; stops every one at the end of the test."""
     made: list[Cluster] = []
 
-    def make(replicas: int = 3, wrap: Mapping[int, Sequence[str]] | None = None, **flags: object) -> Cluster:
-        made.append(Cluster(tmp_path, replicas, wrap, **flags))
+    def make(replicas: int = 3, wrap: Mapping[int, Sequence[str]] | None = None, size: int = 3,
+             **flags: object) -> Cluster:
+        made.append(Cluster(tmp_path, replicas, wrap, size, **flags))
         made[-1].start()  # stopped at the end even when a node fails to start
         made[-1].wait_connected()
         return made[-1]

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from nsq_protocol.names import is_ephemeral
 
 from ..message import ID_SLICE, Message
-from . import ring, wire
+from . import wire
 from .backup_server import PULL_BATCH
 from .shard import Live
 from .wire import Entry
@@ -41,8 +41,9 @@ async def adopt(r: "Replicator", owner: str, asked_generation: int = 0) -> None:
     may hold none of them)."""
     generation = max(r.store.generation(owner), asked_generation)
     r.backup_side.fence(owner, generation)
-    others = [b for b in ring.backups_of(owner, r.peers, r.widest)
-              if b != r.node and r.alive(b) and b in r.pinger]
+    # every peer that may hold copies: its ring's backups, and while its ring moved
+    # with the peer list, those of the lists since (membership.py)
+    others = [b for b in r.holders_of(owner) if b != r.node and r.alive(b) and b in r.pinger]
     await asyncio.gather(*(_pull(r, peer, owner, generation) for peer in others))
     count, copies = _deliver(r, owner)
     r.generations.announce(owner, generation)

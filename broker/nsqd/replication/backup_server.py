@@ -34,6 +34,8 @@ class BackupSide:
     clock_offsets: dict[str, int] = field(default_factory=dict)
     # a holder of a lost owner's copies asks us, its first live backup, to adopt them
     asked_to_adopt: Callable[[list[AdoptRequest]], None] = lambda requests: None
+    # a peer's PING says its peer list's epoch and the epoch it is settled at
+    membership_heard: Callable[[str, int, int], None] = lambda peer, epoch, settled: None
 
     def clocked(self, owner: str, clock_ms: int) -> None:
         self.clock_offsets[owner] = int(time.time() * 1000) - clock_ms
@@ -131,6 +133,7 @@ class BackupConnection(asyncio.Protocol):
                 self.side.clocked(self.owner, frame.clock_ms)
             if frame.adopt:
                 self.side.asked_to_adopt(frame.adopt)
+            self.side.membership_heard(self.owner, frame.epoch, frame.settled)
         else:
             raise wire.WireError(f"unexpected {kind.name} from an owner")
 

@@ -125,6 +125,11 @@ class PeerLink(asyncio.Protocol):
         self.drop_connection()
 
     @property
+    def holds_snapshot(self) -> bool:
+        """Whether the peer holds everything sent, no snapshot owed or streaming."""
+        return not self._snapshot_owed and self.state == "in_sync"
+
+    @property
     def state(self) -> str:
         if self.catching_up_until is not None:
             return "catching_up"
@@ -222,8 +227,8 @@ class PeerLink(asyncio.Protocol):
         self._writable.set()  # a snapshot streaming to it ends
         self._lost.set()
 
-    def ping(self, adopt: Sequence[wire.AdoptRequest] = ()) -> None:
-        self.send_once(wire.ping(int(time.time() * 1000), adopt))
+    def ping(self, adopt: Sequence[wire.AdoptRequest] = (), epoch: int = 0, settled: int = 0) -> None:
+        self.send_once(wire.ping(int(time.time() * 1000), adopt, epoch, settled))
 
     async def close(self) -> None:
         self._closing = True

@@ -28,6 +28,7 @@ from . import adoption, ring, wire
 from .backup_server import BackupConnection, BackupSide, shard_frames
 from .generations import Generations
 from .link import PeerLink
+from .membership import Membership, MembershipError
 from .store import ReplicaStore
 from .topic_counts import TopicCountError, TopicCounts
 from .tracker import AckTracker
@@ -66,29 +67,47 @@ class _Forget:
         self.ids = ids
 
 
+class _Move:
+    """A held topic whose backups changed with the peer list: the backups ``added`` are
+    sent a snapshot; those ``removed`` stay in its quorum until every added one holds it."""
+    __slots__ = ("added", "removed")
+
+    def __init__(self, added: list[PeerLink], removed: list[PeerLink]) -> None:
+        self.added = added
+        self.removed = removed
+
+
 class Replicator:
     def __init__(self, nsqd: "NSQD") -> None:
         o = nsqd.options
         self.nsqd = nsqd
         self.node = o.replication_address
         self.listen_address = o.replication_listen_address
-        self.peers: list[str] = list(o.replication_peers)
+        self.store = ReplicaStore(nsqd.data_path, durable=o.sync_before_ack)
+        # the peer list: as given, unless a newer one was set while running (membership.py)
+        self.membership = Membership.load(self.store.path, o.replication_peers, o.replication_membership_epoch)
+        self._given = (list(o.replication_peers), o.replication_membership_epoch)
+        self.peers: list[str] = list(self.membership.peers)
+        own_list = self.membership.last_list_of(self.node)
+        if own_list is None:
+            raise MembershipError(f"{self.node} is in none of the peer lists it knows (left out of the list of "
+                                  f"epoch {self.membership.epoch} without a data path that says which it was in)")
         self.timeout = o.replication_timeout
         self.failover_timeout = o.replication_failover_timeout
         self.ping_interval = min(0.5, self.failover_timeout / 4)
-        self.store = ReplicaStore(nsqd.data_path, durable=o.sync_before_ack)
         # each topic's count of copies: the default, its flag, or what the HTTP API set
-        self.counts = TopicCounts(self.store.path, o.topic_replicas, o.topic_replica_counts, len(self.peers))
+        self.counts = TopicCounts(self.store.path, o.topic_replicas, o.topic_replica_counts, len(own_list))
         self.replicas = self.counts.default
         # a link to every peer that may hold copies of some topic: a topic of count k uses
         # the first k - 1 (so a k = 2 topic's holders are a prefix of a k = 3 topic's),
         # and adoption follows this order whatever the count
-        self.widest = min(MAX_TOPIC_REPLICAS, len(self.peers))
-        self.backups = ring.backups_of(self.node, self.peers, self.widest)
+        self.widest = min(MAX_TOPIC_REPLICAS, len(own_list))
+        self.backups = ring.backups_of(self.node, own_list, self.widest)
         self._routes: dict[str, _Route] = {}
         self.generations = Generations.load(self.store.path)
         self.backup_side = BackupSide(self.store, self.generations, self._heard, lambda name: name in self.heard,
-                                      asked_to_adopt=self._asked_to_adopt)
+                                      asked_to_adopt=self._asked_to_adopt,
+                                      membership_heard=self._membership_heard)
         # owner -> (generation, fenced, when): a holder of its copies asked us to adopt
         self._adoption_asked: dict[str, tuple[int, bool, float]] = {}
         self.fenced_at_start = False  # this node's messages were adopted while it was away
@@ -106,7 +125,10 @@ class Replicator:
         # A peer not heard since our start gets STARTUP_GRACE failover timeouts more: in
         # a whole-cluster restart the first nsqd up must not adopt the others' messages.
         assumed = time.monotonic() + STARTUP_GRACE * self.failover_timeout
-        self.heard: dict[str, float] = {peer: assumed for peer in self.peers if peer != self.node}
+        self.heard: dict[str, float] = {peer: assumed for peer in self._known_peers() if peer != self.node}
+        self.peer_epochs: dict[str, int] = {}  # peer -> its peer list's epoch, from its last PING
+        self._moves: dict[str, _Move] = {}  # held topics whose backups changed with the peer list
+        self._settled = self.membership.settled.get(self.node, self.membership.epoch)
         self.adopted: dict[str, int] = {}  # owner -> messages adopted from it
         self._adopting: set[str] = set()
         self.pulls: dict[int, asyncio.Future[None]] = {}
@@ -209,6 +231,145 @@ class Replicator:
         self.counts.forget(name)
         self._routes.pop(name, None)
 
+    # -- the peer list changing while running (membership.py) --------------------
+    def _known_peers(self) -> list[str]:
+        """Every peer of every list kept: a former one may still send its HELLO and PINGs."""
+        return list(dict.fromkeys(p for e in sorted(self.membership.history) for p in self.membership.history[e]))
+
+    def _pinger_link(self, peer: str) -> PeerLink:
+        return PeerLink(self.node, peer, max_buffered=0, on_frame=self._from_backup, on_ack=self._acked,
+                        greeting=list, generation=self._generation, incarnation=self.generations.incarnation)
+
+    def _backup_link(self, peer: str) -> PeerLink:
+        return PeerLink(self.node, peer, max_buffered=self.nsqd.options.replication_buffer_bytes,
+                        on_frame=self._from_backup, on_ack=self._acked,
+                        greeting=functools.partial(self._greeting, peer),
+                        generation=self._generation, incarnation=self.generations.incarnation)
+
+    def change_membership(self, peers: Sequence[str], epoch: int, started: bool = True) -> bool:
+        """The peer list of ``epoch`` replaces the current one; whether it changed. This
+        node's held topics whose backups change send the new ones a snapshot and keep the
+        old ones in their quorum until it is held (then the old ones forget the topic);
+        a node left out keeps its own backups (its copies are adopted once it is gone)
+        and adopts nothing. ``MembershipError`` says why a list is refused."""
+        peers = list(peers)
+        if self.node in peers:
+            if self.counts.widest() > len(peers):
+                raise MembershipError(f"{len(peers)} peers cannot hold the {self.counts.widest()} copies "
+                                      f"some topic has")
+        names = {n for n in self.nsqd.topics if not is_ephemeral(n)} | set(self.store.shards.get(self.node, {}))
+        before = {name: self._route(name) for name in names if self.replicates(name)}
+        if not self.membership.change(peers, epoch):
+            return False
+        self.peers = peers
+        now = time.monotonic()
+        for peer in self._known_peers():
+            if peer != self.node and peer not in self.heard:  # a new peer: the start-up grace
+                self.heard[peer] = now + STARTUP_GRACE * self.failover_timeout
+        if self.node in peers:
+            self.counts.peers = len(peers)
+            self.widest = min(MAX_TOPIC_REPLICAS, len(peers))
+            self.backups = ring.backups_of(self.node, peers, self.widest)
+            for peer in self.backups:
+                if peer not in self.links:
+                    self._replace_pinger(peer, self._backup_link(peer), started)
+        for peer in peers:
+            if peer != self.node and peer not in self.pinger:
+                self._replace_pinger(peer, self._pinger_link(peer), started)
+        self._routes.clear()
+        for name, old in before.items():
+            self._move_route(name, old, self._route(name))
+        if not self._moves:
+            self._settle()
+        log.warning("REPLICATION: peer list of epoch %d: %s; backups %s, %d topics moving", epoch,
+                    ", ".join(peers), ", ".join(self.backups) or "none", len(self._moves))
+        return True
+
+    def _replace_pinger(self, peer: str, link: PeerLink, started: bool) -> None:
+        old = self.pinger.get(peer)
+        if old is not None and old is not self.links.get(peer):
+            self.nsqd.watch(asyncio.get_running_loop().create_task(old.close()), f"REPLICATION: closing {peer}")
+        if link.max_buffered:
+            self.links[peer] = link
+        self.pinger[peer] = link
+        if started and not self.silent:
+            link.start()
+
+    def _move_route(self, name: str, before: _Route, after: _Route) -> None:
+        added = [link for link in after.links if link not in before.links]
+        removed = [link for link in before.links if link not in after.links]
+        if not added and not removed:
+            return
+        held = bool(self.store.held_topic(self.node, name))
+        topic = self.nsqd.topics.get(name)
+        if not held and not (topic is not None and _holds_messages(topic)):
+            if topic is not None:
+                for link in removed:
+                    link.send_after(wire.channels(name, []))
+                    link.send_after(wire.pause(name, "", False))
+                for link in added:
+                    for frame in self._topic_greeting(name):
+                        link.send_after(frame)
+            return
+        for link in added:
+            link.resync()
+        # until the new backups hold the snapshot, the old ones count for the quorum too
+        self._routes[name] = _Route((*after.links, *removed), self.counts.count(name))
+        self._moves[name] = _Move(added, removed)
+
+    def _finish_moves(self) -> None:
+        """A moving topic whose new backups all hold their snapshot leaves its old ones
+        (told to forget it once the new ones acknowledged what was sent before)."""
+        for name, move in list(self._moves.items()):
+            if not all(link.holds_snapshot for link in move.added):
+                continue
+            del self._moves[name]
+            before = self._routes.pop(name, None)
+            after = self._route(name)
+            if move.removed and before is not None:
+                kept = {link: link.unacked.last_seq for link in after.links}
+                self._forgets.append(_Forget(name, [l for l in move.removed if l not in after.links], kept,
+                                             self._live_ids(name)))
+            log.info("REPLICATION: TOPIC(%s): its copies moved to %s", name, ", ".join(after.peers))
+        if not self._moves and self._settled != self.membership.epoch:
+            self._settle()
+
+    @property
+    def settled_epoch(self) -> int:
+        """The epoch since which every held topic's copies sit on its backups of that list."""
+        return self._settled
+
+    def _settle(self) -> None:
+        self._settled = self.membership.epoch
+        self.membership.heard_settled(self.node, self._settled)
+        log.info("REPLICATION: settled at epoch %d: every held topic's copies are on its backups", self._settled)
+
+    def _membership_heard(self, peer: str, epoch: int, settled: int) -> None:
+        self.peer_epochs[peer] = epoch
+        if epoch:
+            self.membership.heard_settled(peer, settled)
+
+    def _lists_agree(self) -> bool:
+        """Every peer heard lately runs our peer list's epoch: only then may an adoption
+        decide who adopts and which peers hold copies (both follow the list)."""
+        return all(self.peer_epochs.get(peer, 0) == self.membership.epoch
+                   for peer in self.heard if peer in self.peers and self.alive(peer))
+
+    def _owner_ring(self, owner: str) -> list[str] | None:
+        """The list whose ring names ``owner``'s adopter: the current one, or for a
+        former member the last one it was in."""
+        return self.peers if owner in self.peers else self.membership.last_list_of(owner)
+
+    def _adopter_of(self, owner: str) -> str | None:
+        peers = self._owner_ring(owner)
+        if peers is None:
+            return None
+        return ring.adopter(owner, peers, self.widest, lambda p: p in self.peers and self.alive(p))
+
+    def holders_of(self, owner: str, copies: int | None = None) -> list[str]:
+        """The peers that may hold copies of ``owner``'s acknowledged messages."""
+        return self.membership.holders(owner, copies or MAX_TOPIC_REPLICAS)
+
     # -- start and stop -----------------------------------------------------------
     async def start(self) -> None:
         """Listen for owners; then, unless the data path is new, learn from the backups
@@ -229,18 +390,18 @@ class Replicator:
         log.info("REPLICATION: listening on %s, %d replicas of a topic by default, backups %s, generation %d",
                  self.node, self.replicas, ", ".join(self.backups) or "none", self.generations.own)
         # every peer must hear from us, backups or not, to know we are alive
-        for peer in self.peers:
-            if peer == self.node:
-                continue
-            self.pinger[peer] = self.links.get(peer) or PeerLink(
-                self.node, peer, max_buffered=0, on_frame=self._from_backup, on_ack=self._acked, greeting=list,
-                generation=self._generation, incarnation=self.generations.incarnation)
+        for peer in [*self.peers, *self.backups]:
+            if peer != self.node and peer not in self.pinger:
+                self.pinger[peer] = self.links.get(peer) or self._pinger_link(peer)
         if not fresh:
             before = self.generations.own
             for link in self.pinger.values():
                 link.start()
             await self._hear_backups()
             self.fenced_at_start = self.generations.own != before
+        peers, epoch = self._given
+        if epoch > self.membership.epoch:  # the list changed while this node was down
+            self.change_membership(peers, epoch, started=False)
         self._tick_task = self.nsqd.watch(loop.create_task(self._run(silent=fresh)), "REPLICATION: the replication loop")
 
     async def _hear_backups(self) -> None:
@@ -508,10 +669,11 @@ class Replicator:
             self._not_listening(now - last - self.ping_interval)
             last = now
             self.tracker.expire(time.monotonic())
+            self._finish_moves()
             self._forget_when_held()
             asks = self._adoptions_due()
             for peer, link in self.pinger.items():
-                link.ping(asks.get(peer, ()))
+                link.ping(asks.get(peer, ()), self.membership.epoch, self._settled)
             self._adopt_when_asked(now)
 
     def _adoptions_due(self) -> dict[str, list[wire.AdoptRequest]]:
@@ -530,16 +692,18 @@ class Replicator:
             begun = self.generations.refuses(owner, generation)
             if self.alive(owner) and not begun:
                 continue
+            if not self._lists_agree():
+                continue  # a peer list is changing: who adopts and who holds copies may differ
             # the owner may have got its quorum from any one of its backups: an
             # adoption must fence every one of them, or a partition's far side goes
             # on acknowledging what the adoption lacks (and its owner empties it once
             # it learns of the adoption). A backup unreachable too: wait for it.
             copies = max([self.replicas, *(self.counts.count(t) for t in self.store.shards.get(owner, {}))])
-            if not begun and not all(self.alive(b) for b in ring.backups_of(owner, self.peers, copies)):
+            if not begun and not all(self.alive(b) for b in self.holders_of(owner, copies)):
                 continue
             # whatever a topic's count, its holders are a prefix of the owner's ring:
             # the first live one of the widest ring holds every topic any live one does
-            adopter = ring.adopter(owner, self.peers, self.widest, self.alive)
+            adopter = self._adopter_of(owner)
             if adopter == self.node:
                 self._start_adoption(owner)
             elif adopter is not None:
@@ -566,9 +730,9 @@ class Replicator:
             if self.generations.announced_for(owner) >= generation:
                 continue  # adopted here already: the holder is told DROP once a quorum holds it
             if not fenced and (self.store.held(owner) or self.alive(owner) or not all(
-                    self.alive(b) for b in ring.backups_of(owner, self.peers, self.replicas))):
+                    self.alive(b) for b in self.holders_of(owner, self.replicas))):
                 continue
-            if ring.adopter(owner, self.peers, self.widest, self.alive) == self.node:
+            if self._lists_agree() and self._adopter_of(owner) == self.node:
                 log.warning("REPLICATION: adopting %s's messages (generation %d) as a backup holding "
                             "them asked", owner, generation)
                 self._start_adoption(owner, generation)
@@ -606,6 +770,9 @@ class Replicator:
                          "lag_frames": link.lag, "missed_frames": link.unacked.missed, "connects": link.connects}
                         for peer, link in self.links.items() if peer in self.backups[:widest - 1]],
             "peers": [{"peer": peer, "alive": self.alive(peer)} for peer in self.peers],
+            "membership": {"epoch": self.membership.epoch, "settled": self._settled,
+                           "moving_topics": sorted(self._moves),
+                           "peer_epochs": {p: self.peer_epochs.get(p, 0) for p in self.peers if p != self.node}},
             "held_copies": {owner: self.store.held(owner) for owner in self.store.shards if owner != self.node},
             "held_topics": {owner: {topic: len(shard) for topic, shard in shards.items() if len(shard)}
                             for owner, shards in self.store.shards.items() if owner != self.node},

@@ -42,7 +42,8 @@ class Kind(IntEnum):
     CHANNELS = 5  # topic, the channel names it has now
     PING = 6  # liveness, both ways; the sender's wall clock (ms since the epoch), 0 or absent: not told;
     # then (optional) the lost owners the sender holds copies of and asks us, their first
-    # live backup, to adopt: a count, then owner, generation, whether the sender fenced it
+    # live backup, to adopt: a count, then owner, generation, whether the sender fenced it;
+    # then (optional) the epoch of the sender's peer list and the epoch it is settled at
     PULL = 7  # seq, owner: send me every copy you hold of that owner's messages
     PULLED = 8  # owner, one inner frame (APPEND, FIN, CHANNELS, EMPTY, PAUSE or REQ) of a PULL's answer
     DONE = 9  # seq: the PULL's answer is complete
@@ -104,6 +105,8 @@ class Frame:
     clock_ms: int = 0  # PING: the sender's wall clock when it sent it
     payloads: list[bytes] = field(default_factory=list)  # APPEND_RUN's
     adopt: list["AdoptRequest"] = field(default_factory=list)  # PING's
+    epoch: int = 0  # PING: the sender's peer list's epoch
+    settled: int = 0  # PING: the epoch the sender's copies sit in its ring of
 
     def messages(self) -> list[Entry]:
         """An APPEND's or APPEND_RUN's messages, each with its due time."""
@@ -217,14 +220,17 @@ def req(topic: str, channel: str, due_ms: int, ids: Sequence[bytes]) -> bytes:
     return _framed(Kind.REQ, b"".join((_text(topic), _text(channel), _U64.pack(due_ms), _U32.pack(len(ids)), *ids)))
 
 
-def ping(clock_ms: int = 0, adopt: Sequence[AdoptRequest] = ()) -> bytes:
+def ping(clock_ms: int = 0, adopt: Sequence[AdoptRequest] = (), epoch: int = 0, settled: int = 0) -> bytes:
     """``clock_ms``: the sender's wall clock, from which a backup learns how far the
     owner's clock (in which its due times are written) is from its own. ``adopt``: what
-    the sender asks the receiver to adopt (a peer of an older version ignores it)."""
-    if not adopt:
+    the sender asks the receiver to adopt. ``epoch``, ``settled``: its peer list's epoch,
+    and the epoch since which its copies sit in its ring of that list (membership.py).
+    A peer of an older version ignores what it does not know."""
+    if not adopt and not epoch and not settled:
         return _framed(Kind.PING, _U64.pack(clock_ms) if clock_ms else b"")
     asks = b"".join(_text(a.owner) + _U64.pack(a.generation) + bytes((1 if a.fenced else 0,)) for a in adopt)
-    return _framed(Kind.PING, _U64.pack(clock_ms) + _U16.pack(len(adopt)) + asks)
+    tail = _U64.pack(epoch) + _U64.pack(settled) if epoch or settled else b""
+    return _framed(Kind.PING, _U64.pack(clock_ms) + _U16.pack(len(adopt)) + asks + tail)
 
 
 def pull(seq: int, owner: str, generation: int) -> bytes:
@@ -332,6 +338,8 @@ def decode(kind_byte: int, body: memoryview) -> Frame:
             for _ in range(r.u16()):
                 owner = r.text()
                 frame.adopt.append(AdoptRequest(owner, r.u64(), r.take(1) != b"\x00"))
+        if len(body) - r.at >= 2 * _U64.size:
+            frame.epoch, frame.settled = r.u64(), r.u64()
         return frame  # fields added later are not read here
     elif kind is Kind.RESET:
         frame = Frame(kind)
