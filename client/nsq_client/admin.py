@@ -158,6 +158,18 @@ class NsqdAdmin(_HttpApi):
         ``held_copies`` and ``adopted``. Raises AdminError 404 where replication is off."""
         return dict(await self._json("GET", "/replication"))
 
+    async def replication_peers(self) -> dict[str, Any]:
+        """``GET /replication/peers`` (our nsqd with replication): ``epoch``, ``peers`` and
+        ``settled`` (the epoch since which its copies sit on its backups of that list)."""
+        return dict(await self._json("GET", "/replication/peers"))
+
+    async def set_replication_peers(self, peers: Sequence[str], epoch: int) -> dict[str, Any]:
+        """``PUT /replication/peers``: the peer list of ``epoch`` replaces the current one
+        (AdminError 409 for a stale epoch or too few peers for some topic's copies)."""
+        data = await self._call("PUT", "/replication/peers",
+                                body=json.dumps({"epoch": epoch, "peers": list(peers)}).encode())
+        return dict(unwrap(json.loads(data)))
+
     async def get_config(self, option: str) -> Any:
         """The option's value: a string option comes back as text (nsqd answers it
         so), anything else as JSON (durations in nanoseconds, ``log_level`` as Go's number)."""

@@ -16,6 +16,7 @@ class Endpoints(Protocol):
     def nsqd_https(self, cluster: ClusterRef, pod: str) -> str: ...
     def lookupd_http(self, cluster: ClusterRef, pod: str) -> str: ...
     def lookupd_tcp(self, cluster: ClusterRef, pod: str) -> str: ...
+    def nsqd_replication(self, cluster: ClusterRef, pod: str) -> str: ...
 
 
 class PodDnsEndpoints:
@@ -31,3 +32,7 @@ class PodDnsEndpoints:
 
     def lookupd_tcp(self, cluster: ClusterRef, pod: str) -> str:
         return f"{names.lookupd_broadcast_address(cluster, pod)}:{LOOKUPD_TCP_PORT}"
+
+    def nsqd_replication(self, cluster: ClusterRef, pod: str) -> str:
+        """A pod's name in the nsqds' replication peer list (as the StatefulSet's flags say it)."""
+        return names.nsqd_replication_address(cluster, pod)

@@ -108,6 +108,30 @@ async def test_an_owner_lost_while_its_copies_move_loses_nothing(cluster) -> Non
     await drained(added, "orders", set(before) | set(more))
 
 
+async def test_an_owner_restarted_while_its_copies_move_settles_only_once_they_moved(cluster) -> None:
+    c = cluster(2)
+    owner = c.nodes[2]
+    for node in c.nodes:
+        post(node, "/topic/create?topic=orders")
+        post(node, "/channel/create?topic=orders&channel=billing")
+    sent = [b"a-%04d" % i for i in range(100)]
+    assert (await publish(owner.tcp_address, "orders", sent, batch=50)).acked == sent
+    added = c.grow(epoch=1)
+    wait_for(lambda: not added.get_json("/replication")["silent"], 20, message="the node added joined")
+    added.freeze()
+    try:
+        for node in c.nodes[:3]:
+            assert put_peers(node, c.peers, 1)[0] == 200
+        owner.restart()
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:  # its new backup holds nothing yet
+            assert c.replication(2)["membership"]["settled"] == 0, "settled before its copies moved"
+    finally:
+        added.signal(signal.SIGCONT)
+    wait_for(lambda: settled(c, 2, 1), 20, message="settled once the node added holds the copies")
+    assert held(c, 3, 2) == 100
+
+
 async def test_a_node_left_out_hands_its_backups_on_and_its_own_messages_are_adopted(cluster) -> None:
     c = cluster(2, size=4)
     for node in c.nodes:

@@ -642,6 +642,32 @@ def test_a_replicated_nsqd_lost_with_its_disk_is_adopted_and_replaced_under_an_e
                explain=lambda: namespace_snapshot(kube, ns, operator.namespace)
                + "\n" + json.dumps(kube.get("nsqtopic", "orders", ns).get("status")))
 
+    # scaled up and down with replication on: the peer list given to the running nsqds
+    # live (no pod restarted), the leaving pod taken out once the copies moved off it
+    running = {pod: kube.get("pod", pod, ns)["metadata"]["uid"] for pod in ("rep-nsqd-0", "rep-nsqd-1", "rep-nsqd-2")}
+    kube.run("patch", "nsqcluster", "rep", "-n", ns, "--type", "merge", "-p", '{"spec":{"nsqd":{"replicas":4}}}')
+    wait_until("four nsqds with every copy in sync (4 x 3)", lambda: every_copy_in_sync(kube, "rep", ns, 12),
+               timeout=300, every=2, explain=lambda: namespace_snapshot(kube, ns, operator.namespace)
+               + "\n" + json.dumps(copies(kube, "nsqcluster", "rep", ns)))
+    cluster_ready(kube, "rep", ns, operator_namespace=operator.namespace)
+    later = [f"later-{i:04d}" for i in range(100)]
+    nsq_exec.publish(kube, ns, "rep-nsqd-3", "orders", later)
+    leaving_address = nsq_exec.nsqd_json(kube, ns, "rep-nsqd-3", "/replication")["node"]
+    kube.run("patch", "nsqcluster", "rep", "-n", ns, "--type", "merge", "-p", '{"spec":{"nsqd":{"replicas":3}}}')
+    wait_until("rep-nsqd-3 gone and every copy in sync (3 x 3)", lambda: not kube.items(
+        "pods", ns, "-l", "statefulset.kubernetes.io/pod-name=rep-nsqd-3") and every_copy_in_sync(kube, "rep", ns, 9),
+        timeout=300, every=2, explain=lambda: namespace_snapshot(kube, ns, operator.namespace)
+        + "\n" + json.dumps(copies(kube, "nsqcluster", "rep", ns)))
+    cluster_ready(kube, "rep", ns, operator_namespace=operator.namespace)
+    # what rep-nsqd-3 accepted was handed off, and its backup delivers its copies as well
+    wait_until("rep-nsqd-0 to adopt what rep-nsqd-3 held", lambda: nsq_exec.nsqd_json(
+        kube, ns, "rep-nsqd-0", "/replication")["adopted"].get(leaving_address) == 100, timeout=120, every=2)
+    seen: list[str] = []
+    for pod in ("rep-nsqd-0", "rep-nsqd-1", "rep-nsqd-2"):
+        seen += nsq_exec.consume(kube, ns, pod, "orders", "audit", later, seconds=10)
+    assert set(later) <= set(seen), sorted(set(later) - set(seen))[:5]
+    assert {pod: kube.get("pod", pod, ns)["metadata"]["uid"] for pod in running} == running, "a pod was restarted"
+
 
 @pytest.mark.timeout(900)
 def test_helm_upgrade_and_uninstall_leave_nothing_terminating(kube: Kube, operator: Operator) -> None:

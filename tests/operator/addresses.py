@@ -13,6 +13,7 @@ from nsq_operator.builders import names
 from nsq_operator.models.cluster import ClusterRef
 
 ADDRESS_BOOK = "pods.json"
+REPLICATION_BOOK = "replication.json"  # pod -> the loopback host:port its replication DNS name stands for
 _hosts = itertools.count(2)
 
 
@@ -21,8 +22,8 @@ def next_host() -> str:
     return f"127.0.{n // 250}.{n % 250 + 2}"
 
 
-def write_book(root: Path, book: dict[str, dict[str, Any]]) -> None:
-    path = root / ADDRESS_BOOK
+def write_book(root: Path, book: dict[str, Any], name: str = ADDRESS_BOOK) -> None:
+    path = root / name
     temporary = path.with_suffix(".tmp")
     temporary.write_text(json.dumps(book))
     os.replace(temporary, path)
@@ -35,6 +36,18 @@ class AddressBook:
 
     def __init__(self, root: Path) -> None:
         self.path = root / ADDRESS_BOOK
+        self.replication_path = root / REPLICATION_BOOK
+
+    def replication(self, pod: str) -> str:
+        """The address a pod's replication DNS name stands for; ConnectionError until the
+        kubelet gave it one (the first time a pod's flags named it)."""
+        try:
+            found = json.loads(self.replication_path.read_text()).get(pod)
+        except FileNotFoundError:
+            found = None
+        if found is None:
+            raise ConnectionError(f"no replication address for {pod} yet")
+        return str(found)
 
     def pods(self) -> dict[str, dict[str, Any]]:
         try:
@@ -82,3 +95,6 @@ class KubeletEndpoints:
     def lookupd_tcp(self, cluster: ClusterRef, pod: str) -> str:
         # a lookupd not started yet keeps its DNS name: unreachable, as in a cluster before it runs
         return self.book.tcp(pod) or f"{pod}.{cluster.name}-lookupd.{cluster.namespace}.svc:4160"
+
+    def nsqd_replication(self, cluster: ClusterRef, pod: str) -> str:
+        return self.book.replication(pod)

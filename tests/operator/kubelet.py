@@ -55,7 +55,7 @@ from nsq_operator.builders import toml
 from nsq_operator.constants import LOOKUPD_CONFIG_FILE, NSQD_CONFIG_FILE
 from nsq_operator.models.cluster import ClusterRef
 from nsq_operator.status.conditions import now
-from tests.operator.addresses import next_host, write_book
+from tests.operator.addresses import REPLICATION_BOOK, next_host, write_book
 from tests.operator.emulator import ADMIN
 from tests.operator.pod_volumes import PROBE_CONTEXT, PodNsqd, local_paths, project_secrets
 from tests.servers import Nsqlookupd, ServerProcess, free_port
@@ -423,6 +423,7 @@ class FakeKubelet:
         if pod not in self.stable:
             host = next_host()
             self.stable[pod] = (host, free_port(host))
+            write_book(self.root, {p: f"{h}:{port}" for p, (h, port) in self.stable.items()}, REPLICATION_BOOK)
         return self.stable[pod]
 
     def _replication_address(self, dns_address: str) -> str:

@@ -88,6 +88,9 @@ class RelayedEndpoints:
     def lookupd_tcp(self, cluster: ClusterRef, pod: str) -> str:
         return self.inner.lookupd_tcp(cluster, pod)
 
+    def nsqd_replication(self, cluster: ClusterRef, pod: str) -> str:
+        return self.inner.nsqd_replication(cluster, pod)
+
 
 @contextlib.contextmanager
 def relayed(operator: OperatorUnderTest, nsqds: dict[str, Relay]) -> Iterator[None]:

@@ -3,8 +3,8 @@
 replacement keeps): the flags on the StatefulSet, status from every nsqd's GET
 /replication on the NsqCluster and the NsqTopic, a pod deleted with its claim replaced
 while its backup delivers its messages, a roll that waits for every copy to be in place
-before the next nsqd goes down, and a change of the number of nsqds refused while
-replication is on."""
+before the next nsqd goes down, and a scale-up and a scale-down that move the copies
+before a pod leaves."""
 from __future__ import annotations
 
 import asyncio
@@ -112,28 +112,75 @@ async def test_a_pod_deleted_with_its_claim_comes_back_while_its_backup_delivers
     await copies_in_sync(operator, "NsqTopic", "rep-orders", lambda s: s.get("replication"))
 
 
-async def test_a_change_of_the_number_of_nsqds_is_refused_while_replication_is_on(operator: OperatorUnderTest) -> None:
-    before = await statefulset(operator, "rep-nsqd")
-    changed = await operator.patch("NsqCluster", "rep", {"spec": {"nsqd": {"replicas": 4}}})
+async def test_the_nsqds_scale_up_and_down_with_their_copies_moved_first_and_no_pod_restarted(
+        operator: OperatorUnderTest) -> None:
+    """3 to 4: the new pod starts with the list of four, the others are given it live and
+    rep-nsqd-2's copies move to rep-nsqd-3. 4 to 3: the list of three is given first, and
+    rep-nsqd-3 is handed off and removed only once rep-nsqd-2's copies are back on
+    rep-nsqd-0; what rep-nsqd-3 accepted is delivered (handed off, and adopted by its
+    backup: duplicates, never a loss). No pod restarts for the list."""
+    before = {p: (await pod(operator, p))["metadata"]["uid"] for p in nsqds("rep")}
+    await operator.patch("NsqCluster", "rep", {"spec": {"nsqd": {"replicas": 4}}})
 
-    async def refused() -> dict[str, Any] | None:
-        c = await operator.condition("NsqCluster", "rep", "Degraded")
-        return c if c and c["status"] == "True" and c["reason"] == "ReplicaChangeRefused" \
-            and c.get("observedGeneration") == changed["metadata"]["generation"] else None
-    condition = await operator.until(refused, 30, "the change refused")
-    assert "spec.nsqd.replicas 4 is not applied" in condition["message"]
-    await asyncio.sleep(2)  # a few passes of the cluster and the roller
-    after = await statefulset(operator, "rep-nsqd")
-    assert after["spec"]["replicas"] == 3 and after["spec"]["template"] == before["spec"]["template"]
-    assert await pod(operator, "rep-nsqd-3") is None
-    assert (await rollout(operator, "rep")).get("phase") == "Complete"
+    async def four() -> dict[str, Any]:
+        obj = await operator.ready("NsqCluster", "rep", timeout=90)
+        found = obj["status"]["nsqd"].get("replication") or {}
+        assert (found.get("inSync"), found.get("missing")) == (8, 0), found
+        return obj
+    await operator.until(four, 90, "four nsqds with every copy in sync")
+    address = {i: _peer_address(operator, i) for i in range(4)}
+    args = (await statefulset(operator, "rep-nsqd"))["spec"]["template"]["spec"]["containers"][0]["args"]
+    (epoch,) = [int(a.split("=", 1)[1]) for a in args if a.startswith("--replication-membership-epoch=")]
+    for p in [*nsqds("rep"), "rep-nsqd-3"]:
+        peers = operator.pod_json(p, "/replication/peers")
+        assert (peers["epoch"], peers["peers"], peers["settled"]) == (epoch, list(address.values()), epoch), \
+            (p, peers)
+    assert {p: (await pod(operator, p))["metadata"]["uid"] for p in nsqds("rep")} == before
+    sent = {name: bodies(f"scaled-{name}", 20) for name in [*nsqds("rep"), "rep-nsqd-3"]}
+    for name, messages in sent.items():
+        publish(operator, name, "orders", messages)
 
-    await operator.patch("NsqCluster", "rep", {"spec": {"nsqd": {"replicas": 3}}})
+    def held(holder: str, owner: int) -> int:
+        return int(operator.pod_json(holder, "/replication")["held_topics"].get(address[owner], {}).get("orders", 0))
+    await operator.until(lambda: _now(held("rep-nsqd-3", 2) >= 20 and held("rep-nsqd-0", 2) == 0), 30,
+                         "rep-nsqd-2's copies on rep-nsqd-3 only")
+
+    at_handoff: dict[str, int] = {}
+    watching = True
+
+    async def watch() -> None:
+        while watching:
+            state = await rollout(operator, "rep")
+            if state.get("phase") == "HandingOff" and not at_handoff:
+                at_handoff["rep-nsqd-0 holds of rep-nsqd-2"] = held("rep-nsqd-0", 2)
+            await asyncio.sleep(0.05)
+    watcher = asyncio.create_task(watch())
+    try:
+        await operator.patch("NsqCluster", "rep", {"spec": {"nsqd": {"replicas": 3}}})
+
+        async def three() -> dict[str, Any]:
+            obj = await operator.ready("NsqCluster", "rep", timeout=90)
+            assert obj["status"]["nsqd"]["replicas"] == 3 and await pod(operator, "rep-nsqd-3") is None
+            return obj
+        await operator.until(three, 120, "three nsqds again")
+    finally:
+        watching = False
+        await watcher
+    assert at_handoff == {"rep-nsqd-0 holds of rep-nsqd-2": 20}, "rep-nsqd-3 was taken out before the copies moved"
+    await operator.until(lambda: _now(int(operator.pod_json("rep-nsqd-0", "/replication")["adopted"].get(
+        address[3], 0)) == 20), 60, "rep-nsqd-0 adopting rep-nsqd-3's copies")
+    delivered: list[bytes] = []
+    for name in nsqds("rep"):
+        delivered += consume_all(operator, name, "orders", "audit")
+    missing = {b for messages in sent.values() for b in messages} - set(delivered)
+    assert not missing, sorted(missing)[:5]
+    assert {p: (await pod(operator, p))["metadata"]["uid"] for p in nsqds("rep")} == before
+    assert not await events(operator, "rep", "NewRevision")
     await copies_in_sync(operator, "NsqCluster", "rep", lambda s: s["nsqd"].get("replication"))
     # the CRD's rule: no more copies than nsqds
     status, answer = await operator.attempt(
         "PATCH", f"{operator.api}/apis/nsq.dev/v1alpha1/namespaces/{operator.namespace}/nsqclusters/rep",
-        {"spec": {"nsqd": {"replication": {"replicas": 4}}}}, "application/merge-patch+json")
+        {"spec": {"nsqd": {"replicas": 1}}}, "application/merge-patch+json")
     assert status == 422 and "cannot be above replicas" in json.dumps(answer), (status, answer)
     operator.backstage.take_rejections()
 

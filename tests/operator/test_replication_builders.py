@@ -1,8 +1,9 @@
 """Replicated topics, the operator's pure side: spec.nsqd.replication turns into nsqd's
 flags (each pod's stable address, every ordinal in order), a replication port on the
 container, the headless Service and the NetworkPolicy; nothing changes when it is off;
-the CRD rule and the model bound the copies by the nsqds; the number of nsqds is held
-while replication runs; and GET /replication answers are judged in sync, catching up,
+the CRD rule and the model bound the copies by the nsqds; the peer list follows the
+number of nsqds without restarting a pod, and is settled once every nsqd runs it; and
+GET /replication answers are judged in sync, catching up,
 behind or missing."""
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from pydantic import ValidationError
 from nsq_operator.builders import build_cluster
 from nsq_operator.builders.statefulsets import build_nsqd_statefulset
 from nsq_operator.models import NsqCluster
-from nsq_operator.reconcile.membership import MEMBERSHIP_FIXED, hold_membership
+from nsq_operator.builders.revision import Revision
+from nsq_operator.reconcile.membership import unsettled
 from nsq_operator.status import replication as judge
 from nsqd.cli import load_options
 from nsqd.options import NsqdOptions
@@ -115,37 +117,52 @@ def test_the_crd_rule_bounds_the_copies_by_the_nsqds(nsqd: dict[str, Any], admit
     assert bool(verdict) is admitted
 
 
-def _statefulset(replicas: int, replication: int) -> dict[str, Any]:
+def _statefulset(replicas: int, replication: int, epoch: int = 0) -> dict[str, Any]:
     nsqd: dict[str, Any] = {"replicas": replicas}
     if replication > 1:
         nsqd["replication"] = {"replicas": replication}
-    return build_nsqd_statefulset(cluster(nsqd=nsqd))
+    return build_nsqd_statefulset(cluster(nsqd=nsqd).model_copy(update={"peer_epoch": epoch}))
 
 
-def test_a_change_of_nsqd_replicas_is_held_while_replication_is_on() -> None:
-    wanted = cluster(nsqd={"replicas": 5, "replication": {"replicas": 3}})
-    held, problem = hold_membership(wanted, _statefulset(3, 3), [])
-    assert held.spec.nsqd.replicas == 3 and problem is not None and problem.reason == MEMBERSHIP_FIXED
-    assert "spec.nsqd.replicas 5 is not applied" in problem.message and "set spec.nsqd.replication.replicas to 1" \
-        in problem.message
-    assert build_nsqd_statefulset(held) == _statefulset(3, 3)  # nothing changes: replicas and peer list
+def _args(statefulset: dict[str, Any]) -> list[str]:
+    return list(statefulset["spec"]["template"]["spec"]["containers"][0]["args"])
 
 
-def test_a_change_waits_while_nsqds_still_run_replicated_and_goes_through_once_none_does() -> None:
-    turning_off = cluster(nsqd={"replicas": 2})
-    held, problem = hold_membership(turning_off, _statefulset(3, 3), [])
-    assert held.spec.nsqd.replicas == 3 and problem is not None and "waits" in problem.message
-    pod = {"metadata": {"name": "demo-nsqd-0"}, "spec": _statefulset(3, 3)["spec"]["template"]["spec"]}
-    held, problem = hold_membership(turning_off, _statefulset(3, 1), [pod])  # template off, a pod still on
-    assert held.spec.nsqd.replicas == 3 and problem is not None
-    held, problem = hold_membership(turning_off, _statefulset(3, 1), [])
-    assert held.spec.nsqd.replicas == 2 and problem is None
+def test_a_change_of_nsqd_replicas_changes_the_peer_list_and_its_epoch_but_restarts_no_pod() -> None:
+    """The list and its epoch are given to running nsqds live: the pods' revision (what
+    the roller restarts a pod for) does not change with them."""
+    three, five = _statefulset(3, 3), _statefulset(5, 3, epoch=1)
+    assert f"--replication-peer={PEERS}" in _args(three)
+    assert not any(a.startswith("--replication-membership-epoch=") for a in _args(three)), "epoch 0: not said"
+    assert "--replication-membership-epoch=1" in _args(five)
+    assert [a for a in _args(five) if a.startswith("--replication-peer=")] == [
+        "--replication-peer=" + ",".join(f"demo-nsqd-{i}.demo-nsqd-headless.ns1.svc:4153" for i in range(5))]
+    assert Revision.of(three["spec"]["template"]) == Revision.of(five["spec"]["template"])
+    assert Revision.of(_statefulset(3, 2)["spec"]["template"]) != Revision.of(three["spec"]["template"]), \
+        "other flags still restart the pods"
 
 
-def test_replication_turned_on_with_the_same_replicas_is_no_membership_change() -> None:
-    wanted = cluster(nsqd={"replicas": 3, "replication": {"replicas": 2}})
-    assert hold_membership(wanted, _statefulset(3, 1), []) == (wanted, None)
-    assert hold_membership(cluster(nsqd={"replicas": 4}), _statefulset(3, 1), []) == (cluster(nsqd={"replicas": 4}), None)
+def test_nsqd_reads_the_epoch_and_may_be_left_out_of_a_list_that_has_one() -> None:
+    flags = [a.replace("$(POD_NAME)", "demo-nsqd-3") for a in _args(_statefulset(3, 2, epoch=4))
+             if a.startswith(("--replication", "--topic-replicas"))]
+    options = load_options(flags)  # a leaving pod made anew: it runs on with the list in its data path
+    assert isinstance(options, NsqdOptions) and options.replication_membership_epoch == 4
+    assert load_options([f for f in flags if not f.startswith("--replication-membership-epoch")]) == 2, \
+        "without an epoch the address must be in the list"
+
+
+def _report(peers: int, epoch: int, settled: int, moving: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {"peers": [{"peer": f"p{i}", "alive": True} for i in range(peers)],
+            "membership": {"epoch": epoch, "settled": settled, "moving_topics": list(moving)}}
+
+
+def test_a_peer_list_is_settled_once_every_nsqd_runs_it_and_moved_its_copies() -> None:
+    assert unsettled({"n-0": _report(3, 2, 2), "n-1": _report(3, 2, 2)}, 3) is None
+    assert unsettled({"n-0": _report(4, 1, 1), "n-1": _report(3, 2, 2)}, 3) == "n-0 runs a peer list of 4 nsqds"
+    assert unsettled({"n-0": _report(3, 2, 1, ("orders",))}, 3) == "n-0 is moving orders to its new backups"
+    assert unsettled({"n-0": None}, 3) == "n-0 does not answer"
+    assert unsettled({"n-0": _report(3, 2, 2), "n-1": _report(3, 3, 3)}, 3) == \
+        "the nsqds run peer lists of epochs 2, 3"
 
 
 def _backup(peer: str, connected: bool = True, lag: int = 0, missed: int = 0) -> dict[str, Any]:
@@ -196,9 +213,6 @@ def test_per_topic_runs_the_peers_with_one_copy_by_default_and_nsqd_reads_them()
              if a.startswith(("--replication", "--topic-replicas"))]
     options = load_options(flags)
     assert isinstance(options, NsqdOptions) and options.replication_on and options.topic_replicas == 1
-    held, problem = hold_membership(cluster(nsqd={"replicas": 4, "replication": {"replicas": 1, "perTopic": True}}),
-                                    {"spec": {"replicas": 3}}, [])
-    assert problem is not None and problem.reason == MEMBERSHIP_FIXED and held.spec.nsqd.replicas == 3
 
 
 def test_a_topic_of_fewer_copies_counts_the_first_backups_only() -> None:

@@ -259,6 +259,7 @@ class Replicator:
                                       f"some topic has")
         names = {n for n in self.nsqd.topics if not is_ephemeral(n)} | set(self.store.shards.get(self.node, {}))
         before = {name: self._route(name) for name in names if self.replicates(name)}
+        self.membership.settled[self.node] = self._settled  # kept with the new list: a restart reads it
         if not self.membership.change(peers, epoch):
             return False
         self.peers = peers
@@ -313,6 +314,9 @@ class Replicator:
             return
         for link in added:
             link.resync()
+        prior = self._moves.get(name)  # a move not over yet: its new backups must still catch up
+        if prior is not None:
+            added += [link for link in prior.added if link in after.links and link not in added]
         # until the new backups hold the snapshot, the old ones count for the quorum too
         self._routes[name] = _Route((*after.links, *removed), self.counts.count(name))
         self._moves[name] = _Move(added, removed)
@@ -393,15 +397,21 @@ class Replicator:
         for peer in [*self.peers, *self.backups]:
             if peer != self.node and peer not in self.pinger:
                 self.pinger[peer] = self.links.get(peer) or self._pinger_link(peer)
+        if self._settled < self.membership.epoch:
+            # stopped while its copies moved: settled again only once every backup of a
+            # held topic holds them (those it left keep theirs: duplicates, not loss)
+            for name in set(self.store.shards.get(self.node, {})):
+                if self.replicates(name) and self.store.held_topic(self.node, name):
+                    self._moves[name] = _Move(list(self._route(name).links), [])
+        peers, epoch = self._given
+        if epoch > self.membership.epoch:  # the list changed while this node was down
+            self.change_membership(peers, epoch, started=False)
         if not fresh:
             before = self.generations.own
             for link in self.pinger.values():
                 link.start()
             await self._hear_backups()
             self.fenced_at_start = self.generations.own != before
-        peers, epoch = self._given
-        if epoch > self.membership.epoch:  # the list changed while this node was down
-            self.change_membership(peers, epoch, started=False)
         self._tick_task = self.nsqd.watch(loop.create_task(self._run(silent=fresh)), "REPLICATION: the replication loop")
 
     async def _hear_backups(self) -> None:

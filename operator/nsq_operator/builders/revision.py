@@ -13,6 +13,8 @@ from ..constants import CONFIG_REVISION_ANNOTATION, IMAGE_REVISION_ANNOTATION, R
 
 
 REVISION_ANNOTATIONS = (IMAGE_REVISION_ANNOTATION, CONFIG_REVISION_ANNOTATION, RESTART_REVISION_ANNOTATION)
+# flags a running nsqd is given live (its replication peer list): a change restarts no pod
+LIVE_ARGS = ("--replication-peer=", "--replication-membership-epoch=")
 
 
 def _digest(value: Any) -> str:
@@ -50,6 +52,9 @@ def revision_of(template: Mapping[str, Any], config_values: Mapping[str, Any], r
     (the lookupd list is not among them: running nsqds are told it live)."""
     spec = copy.deepcopy(dict(template["spec"]))
     images = [container.pop("image", None) for container in spec.get("containers", [])]
+    for container in spec.get("containers", []):
+        if "args" in container:
+            container["args"] = [a for a in container["args"] if not str(a).startswith(LIVE_ARGS)]
     meta = template.get("metadata") or {}
     # the pods' labels and annotations (an override's too) reach running pods only through a restart
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in REVISION_ANNOTATIONS}

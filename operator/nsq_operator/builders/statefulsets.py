@@ -65,8 +65,10 @@ def nsqd_security_args(cluster: NsqCluster) -> list[str]:
 
 def nsqd_replication_args(cluster: NsqCluster) -> list[str]:
     """Replicated topics (spec.nsqd.replication): this pod's stable address, every ordinal's
-    in order (the peer list is fixed: the replicas of the spec), the copies wanted and the
-    timeouts. Nothing when replication is off."""
+    in order (the replicas of the spec) with the list's epoch, the copies wanted and the
+    timeouts. Nothing when replication is off. The list and its epoch restart no pod
+    (revision.LIVE_ARGS): running nsqds are given a new list live (reconcile.membership),
+    pods made later start with it."""
     replication = cluster.spec.nsqd.replicated
     if replication is None:
         return []
@@ -76,6 +78,7 @@ def nsqd_replication_args(cluster: NsqCluster) -> list[str]:
     return [f"--replication-address={own}",
             f"--replication-listen-address=0.0.0.0:{NSQD_REPLICATION_PORT}",
             f"--replication-peer={','.join(names.nsqd_replication_peers(cluster))}",
+            *([f"--replication-membership-epoch={cluster.peer_epoch}"] if cluster.peer_epoch else []),
             f"--topic-replicas={replication.replicas}",
             f"--replication-timeout={replication.timeout}",
             f"--replication-failover-timeout={replication.failover_timeout}"]

@@ -107,6 +107,20 @@ def replication_peers_of(pod: Mapping[str, Any]) -> list[str]:
     return []
 
 
+def replication_epoch_of(pod: Mapping[str, Any]) -> int:
+    """The --replication-membership-epoch of a pod's (or pod template's) peer list (0 without)."""
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        if container.get("name") != labels.NSQD:
+            continue
+        for arg in container.get("args") or []:
+            if str(arg).startswith("--replication-membership-epoch="):
+                try:
+                    return int(str(arg).split("=", 1)[1])
+                except ValueError:
+                    return 0
+    return 0
+
+
 def replication_on_of(pod: Mapping[str, Any]) -> bool:
     """Whether a pod (or pod template) runs its nsqd with replication peers: some of its
     topics may be replicated, whatever its default --topic-replicas."""

@@ -238,6 +238,7 @@ class NsqCluster(CrdModel):
     generation: int = 0
     restart_token: str = ""  # the nsq.dev/restart annotation: a new value rolls every pod once
     tls_revision: str = ""  # a hash of the TLS Secret's data (reconcile.tls): a new one rolls every nsqd
+    peer_epoch: int = 0  # the epoch of the nsqds' replication peer list (reconcile.membership)
     paused: bool = False  # nsq.dev/paused: "true"
     default_image: str = DEFAULT_IMAGE  # the operator's, for a spec that names none
     operator_pod: OperatorPod | None = None  # where the operator runs (None: not known, not in a pod)

@@ -18,7 +18,8 @@ from ..constants import DEFAULT_IMAGE
 from ..kube.apply import apply, immutable_changes
 from ..kube.client import CONFLICT, KubeApiError
 from ..kube.events import post_event
-from ..kube.pods import component_pods, is_ready, is_serving, ordinal, tls_secret_of, topology_ready
+from ..kube.pods import (component_pods, is_ready, is_serving, ordinal, replication_on_of, tls_secret_of,
+                         topology_ready)
 from ..models import ComponentStatus, NsqCluster, NsqClusterStatus, NsqdStatus
 from ..models.network import OperatorPod
 from ..rollout import progress
@@ -35,7 +36,7 @@ from .health import Problem, creation_refused, pod_problems
 from .storage import SIZE_FIELD, STORAGE_EXPANDED, STORAGE_RESIZE_FAILED, grow, storage_change
 from . import tls as tls_look
 from .optional import OPTIONAL_KINDS, prune_optional
-from .membership import hold_membership
+from . import membership as peer_lists
 from .replication import read_replication
 
 NOT_APPLIED_REASON = "ChangeNotApplied"
@@ -294,10 +295,11 @@ newer versions of its object). ``prune`` (after a change of the
     spec): delete the optional objects (Certificate, PodMonitor, NetworkPolicy) the spec no
     longer asks for."""
     cluster = parse(body, rt.default_image, rt.operator_pod)
-    # with replicated topics the number of nsqds is fixed (reconcile.membership)
-    cluster, membership = hold_membership(cluster, await rt.statefulset(cluster.namespace,
+    # with replicated topics, the nsqds' peer list follows the number of nsqds (reconcile.membership)
+    peers = await peer_lists.peer_list(rt, cluster, await rt.statefulset(cluster.namespace,
                                                                         names.nsqd_statefulset(cluster)),
-                                          await component_pods(rt, cluster.ref, labels.NSQD))
+                                       await component_pods(rt, cluster.ref, labels.NSQD))
+    cluster = peers.cluster
     certificate = await tls_look.look(rt, cluster)
     if certificate.revision is not None:
         cluster = cluster.model_copy(update={"tls_revision": certificate.revision})
@@ -306,12 +308,6 @@ newer versions of its object). ``prune`` (after a change of the
     refused = [p for p in written if not p.waiting]
     if certificate.problem is not None:
         refused.append(certificate.problem)
-    membership_wait = None
-    if membership is not None:
-        if cluster.spec.nsqd.replicated is not None:
-            refused.append(membership)  # nothing changed: the StatefulSet keeps its replicas and peer list
-        else:
-            membership_wait = membership.message  # replication is being turned off: the change follows
     if prune:
         ensure_current(live, body)
         await prune_optional(rt, cluster)
@@ -320,6 +316,7 @@ newer versions of its object). ``prune`` (after a change of the
         nsqd_pods = await component_pods(rt, cluster.ref, labels.NSQD)
     lookupd_pods = await component_pods(rt, cluster.ref, labels.LOOKUPD)
     missed = await sync_lookupd_list(rt, cluster, nsqd_pods)
+    peers_missed = await peer_lists.sync_peer_list(rt, peers, nsqd_pods)
     ready_nsqds = [p["metadata"]["name"] for p in nsqd_pods if is_ready(p)]
     ready_lookupds = [p for p in lookupd_pods if is_ready(p)]
     registered = await registration(rt, cluster, lookupd_pods, ready_nsqds)
@@ -348,11 +345,18 @@ newer versions of its object). ``prune`` (after a change of the
         summary += (f"; copies of replicated topics: {replication_status.in_sync} in sync, "
                     f"{replication_status.catching_up} catching up, {replication_status.behind} behind, "
                     f"{replication_status.missing} missing")
-    if membership_wait:
-        summary += f"; {membership_wait}"
+    if peers_missed:
+        summary += f"; {'; '.join(peers_missed)}"
+    moving = None
+    if replication is not None and cluster.spec.nsqd.replicated is not None:
+        # (a pod not serving is waited for as not Ready)
+        moving = peer_lists.unsettled({p["metadata"]["name"]: replication.reports.get(p["metadata"]["name"])
+                                       for p in nsqd_pods if is_serving(p) and replication_on_of(p)}, want_nsqd)
+    if moving:
+        summary += f"; the peer list of {want_nsqd} nsqds (epoch {cluster.peer_epoch}) is not settled: {moving}"
     done = (len(ready_nsqds) == want_nsqd and len(nsqd_pods) == want_nsqd and len(ready_lookupds) == want_lookupd
             and len(lookupd_pods) == want_lookupd and (registered or want_nsqd == 0) and not missed
-            and certificate.revision is not None and not waiting and not membership_wait)
+            and certificate.revision is not None and not waiting and not peers_missed and not moving)
     if done and copies_unsettled is not None:  # every pod is up, but not every copy is in place yet
         verdict = conditions.progressing("ReplicasNotInSync", f"{summary} ({copies_unsettled})")
     elif done:

@@ -12,7 +12,6 @@ from ..builders.statefulsets import build_lookupd_statefulset, build_nsqd_statef
 from ..constants import TLS_REVISION_ANNOTATION
 from ..kube.pods import PodSource, failing, is_ready, is_serving, ordinal, tls_secret_of
 from ..models import NsqCluster
-from ..reconcile.membership import hold_membership
 
 def stuck_reason(pod: Mapping[str, Any]) -> str | None:
     found = failing(pod)
@@ -127,9 +126,6 @@ async def observe(source: ObjectSource, cluster: NsqCluster, never_ready_after: 
     lookupd_sts = await source.statefulset(cluster.namespace, lookupd_name)
     pods = await source.pods(cluster.namespace, {"app.kubernetes.io/instance": cluster.name,
                                                  "app.kubernetes.io/name": labels.NAME})
-    # with replicated topics the number of nsqds is fixed: no scale-down or -up is planned
-    cluster, _ = hold_membership(cluster, nsqd_sts, [p for p in pods if (p["metadata"].get("labels") or {}).get(
-        "app.kubernetes.io/component") == labels.NSQD])
     # the TLS revision is the cluster pass's to set (it reads the Secret): taken as applied
     tls_revision = ((((nsqd_sts or {}).get("spec") or {}).get("template") or {}).get("metadata") or {}).get(
         "annotations", {}).get(TLS_REVISION_ANNOTATION, "")

@@ -10,9 +10,10 @@ from ..builders import labels
 from ..constants import NSQD_CLAIM_TEMPLATE
 from ..kube.client import CONFLICT, INVALID, JSON_PATCH, KubeApiError
 from ..kube.events import post_event
-from ..kube.pods import ordinal_of, replication_on_of
+from ..kube.pods import is_serving, ordinal_of, replication_on_of
 from ..models import NsqCluster, RolloutStatus
 from ..reconcile.cluster import registered_everywhere
+from ..reconcile import membership as peer_lists
 from ..reconcile.replication import read_replication
 from ..runtime import Runtime
 from ..status import replication as replica_judge
@@ -107,6 +108,19 @@ class Roller:
         if replication is None:
             return None
         return replica_judge.all_in_place(replication.status(expected), replication.reports, replication.pod_of)
+
+    async def peer_list_settled(self) -> str | None:
+        """With replicated topics, why the leaving nsqd cannot be taken out yet: some nsqd
+        does not run the list without it, or still has copies to move off it (a copy on
+        the leaving nsqd and one on a lost nsqd would be two down at once); None when none."""
+        if self.cluster.spec.nsqd.replicated is None:
+            return None
+        pods = await self.rt.pods(self.cluster.namespace, labels.selector(self.cluster, labels.NSQD))
+        replicated = [p for p in pods if replication_on_of(p) and is_serving(p)]
+        replication = await read_replication(self.rt, self.cluster.ref, replicated)
+        if replication is None:
+            return None
+        return peer_lists.unsettled(replication.reports, self.observed.wanted_nsqd)
 
     # -- phases -------------------------------------------------------------------------
     async def step(self, state: RolloutStatus, retargeted: bool) -> RolloutStatus:
@@ -294,6 +308,9 @@ class Roller:
         if isinstance(step, Restart):
             return await self._restart(state, step)
         assert isinstance(step, ScaleDown)
+        if (moving := await self.peer_list_settled()) is not None:
+            return progress.waiting(state, f"waiting for the nsqds to run the peer list without {step.pod} and "
+                                           f"move their copies off it: {moving}")
         try:
             started = await (await self.drain_client(step.pod)).hand_off(self._targets())
         except NoAnswer as e:
