@@ -44,6 +44,32 @@ async def drained(node: Nsqd, topic: str, want: set[bytes]) -> None:
     assert len(delivered) == len(want), f"{len(delivered) - len(want)} duplicates"
 
 
+def orders_everywhere(c: Cluster) -> None:
+    for node in c.nodes:
+        post(node, "/topic/create?topic=orders")
+        post(node, "/channel/create?topic=orders&channel=billing")
+
+
+async def published_to_node_2(c: Cluster, prefix: str, count: int) -> list[bytes]:
+    """``count`` messages acknowledged by node 2, once its backup in a list of three
+    (node 0) holds them."""
+    sent = [b"%s-%04d" % (prefix.encode(), i) for i in range(count)]
+    assert (await publish(c.nodes[2].tcp_address, "orders", sent, batch=50)).acked == sent
+    wait_for(lambda: held(c, 0, 2) == count, 10, message="node 0 backs node 2 up")
+    return sent
+
+
+def stopped_node_added(c: Cluster) -> Nsqd:
+    """A fourth node, stopped (SIGSTOP) once it joined, then the list of four given to the
+    others: node 2's new backup takes no snapshot until it is let go on (SIGCONT)."""
+    added = c.grow(epoch=1)
+    wait_for(lambda: not added.get_json("/replication")["silent"], 20, message="the node added joined")
+    added.freeze()
+    for node in c.nodes[:3]:
+        assert put_peers(node, c.peers, 1)[0] == 200
+    return added
+
+
 def lose(node: Nsqd) -> None:
     node.kill()
     shutil.rmtree(node.workdir / "data")
@@ -52,12 +78,8 @@ def lose(node: Nsqd) -> None:
 async def test_a_node_added_takes_over_the_copies_its_place_in_the_ring_gives_it(cluster) -> None:
     c = cluster(2)
     owner = c.nodes[2]  # backed up by node 0 in a list of three, by node 3 in a list of four
-    for node in c.nodes:
-        post(node, "/topic/create?topic=orders")
-        post(node, "/channel/create?topic=orders&channel=billing")
-    before = [b"a-%04d" % i for i in range(300)]
-    assert (await publish(owner.tcp_address, "orders", before, batch=50)).acked == before
-    wait_for(lambda: held(c, 0, 2) == 300, 10, message="node 0 backs node 2 up")
+    orders_everywhere(c)
+    before = await published_to_node_2(c, "a", 300)
 
     added = c.grow(epoch=1)
     for node in c.nodes[:3]:
@@ -81,18 +103,10 @@ async def test_an_owner_lost_while_its_copies_move_loses_nothing(cluster) -> Non
     then; once the node added runs again it adopts, pulling the old backup's copies."""
     c = cluster(2)
     owner = c.nodes[2]
-    for node in c.nodes:
-        post(node, "/topic/create?topic=orders")
-        post(node, "/channel/create?topic=orders&channel=billing")
-    before = [b"a-%04d" % i for i in range(300)]
-    assert (await publish(owner.tcp_address, "orders", before, batch=50)).acked == before
-    wait_for(lambda: held(c, 0, 2) == 300, 10, message="node 0 backs node 2 up")
-    added = c.grow(epoch=1)
-    wait_for(lambda: not added.get_json("/replication")["silent"], 20, message="the node added joined")
-    added.freeze()
+    orders_everywhere(c)
+    before = await published_to_node_2(c, "a", 300)
+    added = stopped_node_added(c)
     try:
-        for node in c.nodes[:3]:
-            assert put_peers(node, c.peers, 1)[0] == 200
         more = [b"b-%04d" % i for i in range(50)]
         assert (await publish(owner.tcp_address, "orders", more, batch=10)).acked == more, \
             "the old backup counts in the quorum while the new one has no snapshot"
@@ -111,17 +125,10 @@ async def test_an_owner_lost_while_its_copies_move_loses_nothing(cluster) -> Non
 async def test_an_owner_restarted_while_its_copies_move_settles_only_once_they_moved(cluster) -> None:
     c = cluster(2)
     owner = c.nodes[2]
-    for node in c.nodes:
-        post(node, "/topic/create?topic=orders")
-        post(node, "/channel/create?topic=orders&channel=billing")
-    sent = [b"a-%04d" % i for i in range(100)]
-    assert (await publish(owner.tcp_address, "orders", sent, batch=50)).acked == sent
-    added = c.grow(epoch=1)
-    wait_for(lambda: not added.get_json("/replication")["silent"], 20, message="the node added joined")
-    added.freeze()
+    orders_everywhere(c)
+    await published_to_node_2(c, "a", 100)
+    added = stopped_node_added(c)
     try:
-        for node in c.nodes[:3]:
-            assert put_peers(node, c.peers, 1)[0] == 200
         owner.restart()
         deadline = time.monotonic() + 2.0
         while time.monotonic() < deadline:  # its new backup holds nothing yet
@@ -134,9 +141,7 @@ async def test_an_owner_restarted_while_its_copies_move_settles_only_once_they_m
 
 async def test_a_node_left_out_hands_its_backups_on_and_its_own_messages_are_adopted(cluster) -> None:
     c = cluster(2, size=4)
-    for node in c.nodes:
-        post(node, "/topic/create?topic=orders")
-        post(node, "/channel/create?topic=orders&channel=billing")
+    orders_everywhere(c)
     of_2 = [b"two-%04d" % i for i in range(200)]  # backed up by node 3, by node 0 once 3 is left out
     of_3 = [b"three-%04d" % i for i in range(200)]  # backed up by node 0 in either list
     assert (await publish(c.nodes[2].tcp_address, "orders", of_2, batch=50)).acked == of_2
@@ -163,12 +168,8 @@ async def test_no_adoption_while_the_peers_run_different_lists(cluster) -> None:
     """Node 0 is on epoch 1, the others still on 0: an owner lost meanwhile is adopted
     only once every live peer runs the same list (who adopts follows the list)."""
     c = cluster(2)
-    for node in c.nodes:
-        post(node, "/topic/create?topic=orders")
-        post(node, "/channel/create?topic=orders&channel=billing")
-    sent = [b"m-%04d" % i for i in range(100)]
-    assert (await publish(c.nodes[2].tcp_address, "orders", sent, batch=50)).acked == sent
-    wait_for(lambda: held(c, 0, 2) == 100, 10, message="node 0 backs node 2 up")
+    orders_everywhere(c)
+    sent = await published_to_node_2(c, "m", 100)
     rotated = [c.peers[1], c.peers[2], c.peers[0]]  # the same ring, another list
     status, answer = put_peers(c.nodes[1], rotated, 1)
     assert status == 200, answer

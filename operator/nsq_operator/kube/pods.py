@@ -81,44 +81,39 @@ def tls_secret_of(pod: Mapping[str, Any]) -> str | None:
     return ((pod.get("metadata") or {}).get("annotations") or {}).get(TLS_SECRET_ANNOTATION) or None
 
 
-def topic_replicas_of(pod: Mapping[str, Any]) -> int:
-    """The --topic-replicas a pod (or pod template) runs its nsqd with; 1 (no replication)
-    when it names none."""
+def _nsqd_flag(pod: Mapping[str, Any], flag: str) -> str | None:
+    """The value of ``--<flag>=`` on a pod's (or pod template's) nsqd container; None without."""
+    prefix = f"--{flag}="
     for container in (pod.get("spec") or {}).get("containers") or []:
         if container.get("name") != labels.NSQD:
             continue
         for arg in container.get("args") or []:
-            if str(arg).startswith("--topic-replicas="):
-                try:
-                    return int(str(arg).split("=", 1)[1])
-                except ValueError:
-                    return 1
-    return 1
+            if str(arg).startswith(prefix):
+                return str(arg)[len(prefix):]
+    return None
+
+
+def _whole_number(value: str | None, default: int) -> int:
+    try:
+        return int(value) if value is not None else default
+    except ValueError:
+        return default
+
+
+def topic_replicas_of(pod: Mapping[str, Any]) -> int:
+    """The --topic-replicas a pod (or pod template) runs its nsqd with; 1 (no replication)
+    when it names none."""
+    return _whole_number(_nsqd_flag(pod, "topic-replicas"), 1)
 
 
 def replication_peers_of(pod: Mapping[str, Any]) -> list[str]:
     """The --replication-peer list a pod's nsqd runs with (empty without)."""
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        if container.get("name") != labels.NSQD:
-            continue
-        for arg in container.get("args") or []:
-            if str(arg).startswith("--replication-peer="):
-                return [p for p in str(arg).split("=", 1)[1].split(",") if p]
-    return []
+    return [p for p in (_nsqd_flag(pod, "replication-peer") or "").split(",") if p]
 
 
 def replication_epoch_of(pod: Mapping[str, Any]) -> int:
     """The --replication-membership-epoch of a pod's (or pod template's) peer list (0 without)."""
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        if container.get("name") != labels.NSQD:
-            continue
-        for arg in container.get("args") or []:
-            if str(arg).startswith("--replication-membership-epoch="):
-                try:
-                    return int(str(arg).split("=", 1)[1])
-                except ValueError:
-                    return 0
-    return 0
+    return _whole_number(_nsqd_flag(pod, "replication-membership-epoch"), 0)
 
 
 def replication_on_of(pod: Mapping[str, Any]) -> bool:
@@ -129,11 +124,5 @@ def replication_on_of(pod: Mapping[str, Any]) -> bool:
 
 def replication_address_of(pod: Mapping[str, Any]) -> str | None:
     """The --replication-address a pod's nsqd runs with (``$(POD_NAME)`` filled in); None without."""
-    name = (pod.get("metadata") or {}).get("name") or ""
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        if container.get("name") != labels.NSQD:
-            continue
-        for arg in container.get("args") or []:
-            if str(arg).startswith("--replication-address="):
-                return str(arg).split("=", 1)[1].replace("$(POD_NAME)", name)
-    return None
+    address = _nsqd_flag(pod, "replication-address")
+    return None if address is None else address.replace("$(POD_NAME)", (pod.get("metadata") or {}).get("name") or "")
