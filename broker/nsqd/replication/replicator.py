@@ -338,6 +338,19 @@ class Replicator:
         if not self._moves and self._settled != self.membership.epoch:
             self._settle()
 
+    def _drop_departed(self) -> None:
+        """Links to peers left out of the list, once they are gone and nothing is still
+        to be sent to them (their reconnection attempts would go on for ever)."""
+        waiting = {link for forget in self._forgets for link in forget.removed}
+        waiting |= {link for move in self._moves.values() for link in move.removed}
+        for peer, link in list(self.pinger.items()):
+            if peer in self.peers or peer in self.backups or link in waiting or self.alive(peer):
+                continue
+            del self.pinger[peer]
+            self.links.pop(peer, None)
+            self.nsqd.watch(asyncio.get_running_loop().create_task(link.close()), f"REPLICATION: closing {peer}")
+            log.info("REPLICATION: %s left the peer list and is gone: link closed", peer)
+
     @property
     def settled_epoch(self) -> int:
         """The epoch since which every held topic's copies sit on its backups of that list."""
@@ -368,7 +381,7 @@ class Replicator:
         peers = self._owner_ring(owner)
         if peers is None:
             return None
-        return ring.adopter(owner, peers, self.widest, lambda p: p in self.peers and self.alive(p))
+        return ring.adopter(owner, peers, MAX_TOPIC_REPLICAS, lambda p: p in self.peers and self.alive(p))
 
     def holders_of(self, owner: str, copies: int | None = None) -> list[str]:
         """The peers that may hold copies of ``owner``'s acknowledged messages."""
@@ -681,6 +694,7 @@ class Replicator:
             self.tracker.expire(time.monotonic())
             self._finish_moves()
             self._forget_when_held()
+            self._drop_departed()
             asks = self._adoptions_due()
             for peer, link in self.pinger.items():
                 link.ping(asks.get(peer, ()), self.membership.epoch, self._settled)
