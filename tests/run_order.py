@@ -15,7 +15,7 @@ LONGEST_FIRST = (
     "tests/operator/test_operator_rollout.py",  # 100 s
     "tests/operator/test_operator_replication.py",  # 80 s
     "tests/broker/test_replication_failover.py",  # 60 s
-    "tests/broker/test_replication_membership.py",  # 40 s
+    "tests/broker/test_replication_membership.py",  # 55 s
     "tests/pipeline/test_spark_recovery.py",  # 55 s
     "e2e/test_operator_rollout.py",  # 37 s
     "e2e/test_operator_tls.py",  # 35 s

@@ -145,7 +145,8 @@ class Drain:
                        max_msg_size=o.max_msg_size + MESSAGE_OVERHEAD,
                        connect_timeout=o.http_client_connect_timeout,
                        request_timeout=o.http_client_request_timeout,
-                       on_topic_removed=self._topic_removed, logger=log, ssl_context=handoff_context(o))
+                       on_topic_removed=self._topic_removed, logger=log, ssl_context=handoff_context(o),
+                       forget=self.nsqd.replicator.forget_topic if self.nsqd.replicator is not None else None)
 
     def _topic_removed(self, name: str) -> None:
         self.nsqd.topics.pop(name, None)

@@ -191,8 +191,11 @@ class Handoff:
     def __init__(self, data_path: str | os.PathLike[str], *, version: str, min_msg_size: int,
                  max_msg_size: int, connect_timeout: float, request_timeout: float,
                  on_topic_removed: Callable[[str], None], logger: logging.Logger,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
-        """``ssl_context``: what https:// targets are verified with (None: the system's CAs)."""
+                 ssl_context: ssl.SSLContext | None = None,
+                 forget: Callable[[str], Awaitable[None]] | None = None) -> None:
+        """``ssl_context``: what https:// targets are verified with (None: the system's CAs).
+        ``forget``: awaited for each topic handed off and removed here (a replicated topic's
+        backups forget their copies of it, which were handed off with the rest)."""
         self._data_path = data_path
         self._version = version
         self._min_msg_size = min_msg_size
@@ -200,6 +203,7 @@ class Handoff:
         self._connect_timeout = connect_timeout
         self._request_timeout = request_timeout
         self._on_topic_removed = on_topic_removed
+        self._forget = forget
         self._log = logger
         self._ssl = ssl_context
         self.targets: list[str] = []
@@ -267,6 +271,11 @@ class Handoff:
             await sender.prepare()
             count = await send_backlog(sender, backlog)
         self._remove(topic)
+        if self._forget is not None:
+            try:
+                await self._forget(topic.name)
+            except Exception as e:  # handed off all the same: the copies kept are duplicates, not loss
+                self._log.warning("HANDOFF: topic %s: its backups may keep their copies: %s", topic.name, e)
         self.handed_off[topic.name] = count
         self._left.pop(topic.name, None)
         self._log.info("HANDOFF: topic %s: %d messages handed off to %s, removed here",

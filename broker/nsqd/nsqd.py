@@ -667,7 +667,8 @@ class NSQD:
             except Exception:
                 log.exception("DURABLE: final sync failed")
             await asyncio.sleep(0)  # let those publishes write their OK before clients close
-        if self.replicator is not None:
+        if self.replicator is not None and not keep_http:
+            # (a scale-down's handoff keeps it: the backups forget what is handed off)
             await self.replicator.close()
         self.persist_metadata()
         written = self._persist_topics()
@@ -704,6 +705,8 @@ class NSQD:
 
     async def close_http(self) -> None:
         """The last step of stopping: the HTTP API goes and ``wait_stopped`` returns."""
+        if self.replicator is not None:
+            await self.replicator.close()
         for server in self._servers:
             server.close()
         if self._http is not None:

@@ -224,3 +224,20 @@ def test_a_node_left_out_restarts_with_the_newer_list_it_was_not_in(cluster) -> 
     shutil.rmtree(left.workdir / "data")
     with pytest.raises(RuntimeError, match="is in none of the peer lists it knows"):
         left.start()
+
+
+async def test_a_node_handing_off_its_messages_has_its_backups_forget_them(cluster) -> None:
+    """A scale-down's drain (POST /drain?handoff=): what node 2 hands off to node 1 is
+    published and replicated there, and node 2's backup (node 0) forgets its copies
+    before the handoff says it is done, so nothing is adopted once node 2 is gone."""
+    c = cluster(2)
+    orders_everywhere(c)
+    sent = await published_to_node_2(c, "h", 200)
+    leaving = c.nodes[2]
+    post(leaving, f"/drain?handoff={c.nodes[1].http_address}")
+    wait_for(lambda: (leaving.get_json("/drain").get("handoff") or {}).get("finished"), 30,
+             message="the handoff finished")
+    assert leaving.get_json("/drain")["handoff"]["error"] is None
+    assert held(c, 0, 2) == 0, "the backup kept the copies of what was handed off"
+    leaving.stop()
+    await drained(c.nodes[1], "orders", set(sent))

@@ -138,6 +138,7 @@ class Replicator:
         self.pinger: dict[str, PeerLink] = {}  # a link to every peer: our backups' and the others', for liveness
         self._snapshots: set[asyncio.Task[None]] = set()  # being streamed (a reference keeps each alive)
         self._forgets: list[_Forget] = []  # backups a topic's count no longer uses, to forget it
+        self._closed = False
 
     def replicates(self, topic_name: str) -> bool:
         return self.counts.count(topic_name) > 1
@@ -458,7 +459,19 @@ class Replicator:
                 link.start()
         await self._tick()
 
+    async def forget_topic(self, name: str) -> None:
+        """A topic handed off to other nsqds (a scale-down's drain): its backups forget it,
+        and this returns once a quorum of them acknowledged that (an empty APPEND after
+        the forget: ACKs come in order), so that its copies are not adopted as well."""
+        if not self.replicates(name):
+            return
+        self.topic_deleted(name)
+        await self.replicate_entries(name, [])
+
     async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         if self._tick_task is not None:
             self._tick_task.cancel()
             await asyncio.gather(self._tick_task, return_exceptions=True)
