@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed
 # 0.25 s of CPU per nsqd start. Bytecode goes to __pycache__/, which git ignores.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test test-newest acceptance install clean cluster cluster-down cluster-packages cluster-demo test-cluster
+.PHONY: demo test test-newest acceptance soak install clean cluster cluster-down cluster-packages cluster-demo test-cluster
 
 # The demo needs only the package; the tests add their tools, the PyPI clients and Spark.
 $(BASE): pyproject.toml
@@ -90,6 +90,16 @@ acceptance: $(STAMP)
 	NSQD_CMD="$(abspath $(VENV))/bin/nsqd" NSQLOOKUPD_CMD="$(abspath $(VENV))/bin/nsqlookupd" \
 		$(PY) -m pytest -q -p no:cacheprovider -c ../shared/acceptance/pytest.ini \
 		--rootdir ../shared/acceptance ../shared/acceptance $(ACCEPTANCE_ARGS)
+
+# Replicated topics under faults for a bounded time (e2e/replication_soak.py): three nsqds
+# in network namespaces, kill -9 with wiped disks, partitions and new peer lists given
+# live under load, two copies of each message; exit 1 on any acknowledged message never
+# delivered.
+SOAK_MINUTES ?= 2
+SOAK_SEED ?= 21
+SOAK_ARGS ?= --replicas 2 --wipe --membership
+soak: $(STAMP)
+	$(PY) e2e/replication_soak.py --minutes $(SOAK_MINUTES) --seed $(SOAK_SEED) $(SOAK_ARGS)
 
 # A one-node Kubernetes of upstream components, built here from Go modules and Debian's
 # packages (e2e/cluster/README.md): the first run builds for a while, later ones start in

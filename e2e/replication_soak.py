@@ -1,13 +1,17 @@
 """A longer soak of replicated topics, Jepsen-style, outside the test suite:
 
-    .venv/bin/python e2e/replication_soak.py --minutes 10 [--replicas 3] [--wipe] [--seed 7]
+    .venv/bin/python e2e/replication_soak.py --minutes 10 [--replicas 3] [--wipe] [--membership] [--seed 7]
 
 Three nsqds, each in its own network namespace (root, iproute2 and iptables needed),
 3 replicas of topic ``soak``. Producers (our nsq_client Producer, one per nsqd) publish
 at a bounded rate and record what was acknowledged; a consumer on every nsqd FINs what
 it gets and reconnects when its nsqd comes back. Every few seconds one fault, then its
 repair: kill -9 of a node (``--wipe``: its data directory deleted too) and a restart, or
-one node cut off from the others and healed. At the end everything is healed and
+one node cut off from the others and healed, or (``--membership``) a new peer list (the
+current one reversed, one epoch up) given to every nsqd live, as the operator gives it
+when the number of nsqds changes, and again to a node restarted later. With 2 replicas
+that moves every owner's copies to another backup while the faults go on. At the end
+everything is healed and
 restarted, the consumers drain, and the checker prints acknowledged, delivered, lost
 (acknowledged and never delivered: must be 0) and duplicates. Exit status 1 on a loss.
 
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import random
 import shutil
 import sys
@@ -32,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from nsq_client import Producer  # noqa: E402
 from tests.broker import netns  # noqa: E402
 from tests.broker.load import Consumer, Disconnected  # noqa: E402
+from tests.servers import http  # noqa: E402
 
 TOPIC, CHANNEL = "soak", "checker"
 
@@ -52,6 +58,15 @@ class Soak:
         self.delivered: Counter[bytes] = Counter()
         self.consumers: dict[int, Consumer] = {}
         self.stopping = False
+        self.order, self.epoch = list(self.peers), 0  # the peer list the nsqds are given
+
+    def give_list(self, i: int) -> None:
+        """As the operator does on each pass: the current list to a node that runs another."""
+        if self.epoch:
+            body = json.dumps({"epoch": self.epoch, "peers": self.order}).encode()
+            status, answer = http("PUT", self.nodes[i].url("/replication/peers"), body)
+            if status != 200:
+                print(f"nsqd {i} refused the peer list of epoch {self.epoch}: {status} {answer!r}", flush=True)
 
     async def produce(self, i: int) -> None:
         producer = Producer(self.nodes[i].tcp_address)
@@ -80,18 +95,26 @@ class Soak:
                     self.consumers.pop(i, None)
             await asyncio.sleep(0.5)
 
-    async def faults(self, minutes: float, wipe: bool) -> None:
+    async def faults(self, minutes: float, wipe: bool, membership: bool) -> None:
         end = time.monotonic() + minutes * 60
         while time.monotonic() < end:
             await asyncio.sleep(self.random.uniform(3, 8))
             victim = self.random.randrange(3)
-            if self.random.random() < 0.5:
+            kind = self.random.random()  # kill below the line, cut above it, or a new list
+            kill_below = 0.35 if membership else 0.5
+            if membership and kind >= 0.7:
+                self.order, self.epoch = self.order[::-1], self.epoch + 1
+                print(f"{time.strftime('%X')} peer list of epoch {self.epoch}: {', '.join(self.order)}", flush=True)
+                for i in range(3):
+                    await asyncio.to_thread(self.give_list, i)
+            elif kind < kill_below:
                 print(f"{time.strftime('%X')} kill -9 nsqd {victim}{' and wipe' if wipe else ''}", flush=True)
                 self.nodes[victim].kill()
                 if wipe:
                     shutil.rmtree(self.nodes[victim].workdir / "data", ignore_errors=True)
                 await asyncio.sleep(self.random.uniform(3, 6))
                 await asyncio.to_thread(self.nodes[victim].start)
+                await asyncio.to_thread(self.give_list, victim)
             else:
                 print(f"{time.strftime('%X')} cut nsqd {victim} off", flush=True)
                 for other in range(3):
@@ -101,7 +124,7 @@ class Soak:
                 self.spaces.heal()
             await asyncio.sleep(4)  # recovery before the next fault: one fault at a time
 
-    async def run(self, minutes: float, wipe: bool) -> int:
+    async def run(self, minutes: float, wipe: bool, membership: bool) -> int:
         for node in self.nodes:
             node.start()
         node0 = self.nodes[0]
@@ -109,7 +132,7 @@ class Soak:
         node0.post(f"/channel/create?topic={TOPIC}&channel={CHANNEL}")
         tasks = [asyncio.create_task(self.produce(i)) for i in range(3)]
         tasks += [asyncio.create_task(self.consume(i)) for i in range(3)]
-        await self.faults(minutes, wipe)
+        await self.faults(minutes, wipe, membership)
         self.stopping = True
         await asyncio.gather(*tasks, return_exceptions=True)
         self.spaces.heal()
@@ -142,6 +165,7 @@ def main() -> int:
     parser.add_argument("--replicas", type=int, default=3)
     parser.add_argument("--rate", type=float, default=200.0, help="publishes per second per producer")
     parser.add_argument("--wipe", action="store_true", help="delete a killed node's data directory")
+    parser.add_argument("--membership", action="store_true", help="new peer lists given live among the faults")
     parser.add_argument("--seed", type=int, default=int(time.time()))
     args = parser.parse_args()
     if not netns.available():
@@ -151,7 +175,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="replication-soak-") as root:
         soak = Soak(Path(root), args.replicas, args.rate, args.seed)
         try:
-            return asyncio.run(soak.run(args.minutes, args.wipe))
+            return asyncio.run(soak.run(args.minutes, args.wipe, args.membership))
         finally:
             soak.close()
 
