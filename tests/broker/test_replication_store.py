@@ -254,3 +254,40 @@ def test_an_owners_own_publishes_kept_as_batches_act_as_their_copies(tmp_path: P
     again.load()
     assert again.shards[OWNER]["t"].live() == shard.live()
     again.close()
+
+
+async def test_frames_nothing_waits_for_reach_the_log_soon_in_one_write_and_at_close(tmp_path: Path,
+                                                                                  monkeypatch) -> None:
+    """The owner's own shard: written after a short delay, the publishes of every loop
+    turn meanwhile in one write; what is unwritten at close is written then."""
+    store = ReplicaStore(str(tmp_path), durable=False)
+    log = tmp_path / "replication" / "127.0.0.2_4153.log"
+    writes = 0
+    real_write = os.write
+
+    def counting_write(fd: int, data: bytes) -> int:
+        nonlocal writes
+        writes += 1
+        return real_write(fd, data)
+
+    monkeypatch.setattr(store_module.os, "write", counting_write)
+    frames = [wire.append(n, "t", [msg(n)]) for n in (1, 2, 3, 4)]
+    for raw in frames[:3]:
+        apply(store, raw)
+        store.write_soon()
+        await asyncio.sleep(0)  # loop turns go by: nothing is written yet
+    assert not log.exists() or log.stat().st_size == 0
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 5
+    while not (log.exists() and log.read_bytes().endswith(frames[2])):
+        assert loop.time() < deadline, "the frames never reached the log"
+        await asyncio.sleep(store_module.OWN_LOG_DELAY / 5)
+    assert writes == 2  # the log's head, then the three frames at once
+    apply(store, frames[3])
+    store.write_soon()
+    store.close()  # before the delay passed
+    monkeypatch.undo()
+    again = ReplicaStore(str(tmp_path), durable=False)
+    again.load()
+    assert list(again.shards[OWNER]["t"].messages) == [b"%016x" % n for n in (1, 2, 3, 4)]
+    again.close()

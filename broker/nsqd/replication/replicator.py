@@ -495,7 +495,7 @@ class Replicator:
         defer_until = int((time.time() + defer) * 1000) if defer > 0 else 0
         frame = wire.append_fresh(seq, topic, payloads, defer_until)
         self.store.append_own(self.node, topic, payloads, defer_until, frame)
-        self.store.after_commit(_nothing)
+        self.store.write_soon()
         return self._send_append(topic, seq, frame)
 
     def replicate_entries(self, topic: str, entries: list[Entry]) -> "asyncio.Future[None]":
@@ -585,7 +585,7 @@ class Replicator:
         """This node's own shard: what is live of its messages, logged like a backup's
         copies (without waiting for the commit), for the snapshots of its backups."""
         self.store.apply(self.node, frame, raw)
-        self.store.after_commit(_nothing)
+        self.store.write_soon()
 
     def _channel_names(self, topic_name: str) -> list[str] | None:
         topic = self.nsqd.topics.get(topic_name)
@@ -817,11 +817,6 @@ class Replicator:
             "fenced": dict(self.generations.announced),
             "clock_offsets_ms": dict(self.backup_side.clock_offsets),
         }
-
-
-
-def _nothing() -> None:
-    pass
 
 
 def _batches(ids: list[bytes]) -> Iterator[list[bytes]]:
