@@ -2,8 +2,9 @@
 processes (127.0.33.1-3), as the operator changes it (``POST /topic/create?replicas=N``
 on every nsqd). Raised, the backup added is sent what the topic holds (its finished
 messages left out) before it counts in a quorum; lowered, the backup removed forgets its
-copies once the backup kept holds everything. What survives is what a consumer of the
-adopter receives after the owner's kill -9 and the deletion of its data directory."""
+copies once the backup kept holds everything; lowered to 1, every copy is forgotten at
+once. What survives is what a consumer of the adopter receives after the owner's kill -9
+and the deletion of its data directory (of the owner, for a count of 1)."""
 from __future__ import annotations
 
 import shutil
@@ -91,14 +92,54 @@ async def test_a_count_lowered_while_the_topic_holds_messages_has_the_backup_rem
     await adopted_and_delivered(c, set(first) | set(later))
 
 
-async def test_a_count_between_one_and_more_is_still_refused_while_the_topic_holds_messages(cluster) -> None:
+async def test_a_count_raised_from_one_is_still_refused_while_the_topic_holds_messages(cluster) -> None:
     c = cluster(3)
     owner = c.nodes[0]
     post(owner, "/topic/create?topic=orders&replicas=1")
     assert (await publish(owner.tcp_address, "orders", [b"alone"])).acked == [b"alone"]
     answer = owner.post("/topic/create?topic=orders&replicas=2")
-    assert answer.status == 400 and b"between 1 and more" in answer.body, answer.body
+    assert answer.status == 400 and b"raised from 1" in answer.body, answer.body
     assert c.replication(0)["topic_replicas"]["orders"] == 1
+
+
+async def test_a_count_lowered_to_one_while_the_topic_holds_messages_has_every_copy_forgotten(cluster) -> None:
+    """3 to 1 with 300 messages held and about 100 of them finished: both backups forget their
+    copies and the owner its shard; the owner's queues still deliver every live message,
+    and what is published later is copied to no one."""
+    c = cluster(3)
+    owner = c.nodes[0]
+    post(owner, "/topic/create?topic=orders")
+    post(owner, "/channel/create?topic=orders&channel=billing")
+    first = [b"a-%04d" % i for i in range(300)]
+    assert (await publish(owner.tcp_address, "orders", first, batch=50)).acked == first
+    decisions = iter([Fin] * 100)
+    consumer = await Consumer(owner.tcp_address, "orders", "billing", rdy=1,
+                              decide=lambda d: next(decisions, Hold)).start()
+    await consumer.wait_until(lambda: len(consumer.finished) == 100, 30, "100 finished")
+    await consumer.quiesce()
+    consumer.fin_held()  # else it stays in flight for the message timeout
+    await consumer.quiesce()
+    await consumer.stop()
+    finished = set(consumer.finished)
+    live = len(first) - len(finished)
+    for i in (1, 2):
+        wait_for(lambda i=i: held(c, i) == live, 10, message=f"backup {i} holds what is not finished")
+
+    set_count(c, 1)
+    for i in (1, 2):
+        wait_for(lambda i=i: held(c, i) == 0, 10, message=f"backup {i} forgot its copies")
+    assert c.replication(0)["live_own"] == 0, "the owner kept its shard of a topic of one copy"
+    later = [b"b-%04d" % i for i in range(100)]
+    assert (await publish(owner.tcp_address, "orders", later, batch=20)).acked == later
+    assert c.replication(0)["live_own"] == 0 and held(c, 1) == 0 and held(c, 2) == 0
+
+    want = (set(first) - finished) | set(later)
+    consumer = await Consumer(owner.tcp_address, "orders", "billing", rdy=200).start()
+    await consumer.wait_until(lambda: want <= consumer.bodies(), 30, f"{len(want)} messages from the owner")
+    await consumer.quiesce()
+    await consumer.stop()
+    delivered = [d.body for d in consumer.deliveries]
+    assert sorted(delivered) == sorted(want)
 
 
 async def test_a_count_lowered_then_raised_before_the_kept_backup_caught_up_forgets_nothing(cluster) -> None:

@@ -152,11 +152,12 @@ class Replicator:
 
     def set_count(self, name: str, count: int) -> bool:
         """``name`` gets ``count`` copies from now on; whether its replication changed.
-        Between counts of 2 or more it changes while the topic holds messages: a backup
-        added is sent what the topic holds, one removed forgets it once the backups kept
-        hold everything sent before the change. Between 1 and more it is refused
-        (``TopicCountError``) while the topic holds messages here: with one copy they
-        are in this nsqd's queues only, which are not read back to be replicated."""
+        While the topic holds messages: a backup added is sent what the topic holds, one
+        removed forgets it once the backups kept hold everything sent before the change;
+        lowered to 1, every backup forgets it at once and this node its own shard of it
+        (its queues hold every message). Raised from 1 it is refused
+        (``TopicCountError``): with one copy the messages are in this nsqd's queues only,
+        which are not read back to be replicated."""
         self.counts.check(name, count)
         old = self.counts.count(name)
         topic = self.nsqd.topics.get(name)
@@ -164,9 +165,9 @@ class Replicator:
             self.counts.set(name, count)
             return False
         holding = topic is not None and (_holds_messages(topic) or bool(self.store.held_topic(self.node, name)))
-        if holding and 1 in (old, count):
-            raise TopicCountError(f"topic {name} holds messages: its number of copies changes between 1 and more "
-                                  f"only while it is empty (its messages were acknowledged with {old})")
+        if holding and old == 1:
+            raise TopicCountError(f"topic {name} holds messages: its number of copies is raised from 1 "
+                                  f"only while it is empty (its messages were acknowledged with 1)")
         before = self._route(name)
         self.counts.set(name, count)
         self._routes.pop(name, None)
@@ -174,6 +175,8 @@ class Replicator:
         self._keep_forgetting(name, after)
         if holding:
             self._move_copies(name, before, after)
+            if count == 1:  # the last copies beside this node's queues go: its shard of the topic too
+                self._forget_own(name)
         elif topic is not None:
             forget = [wire.channels(name, []), wire.pause(name, "", False)]
             for link in before.links:
@@ -181,8 +184,7 @@ class Replicator:
                     for frame in forget:
                         link.send_after(frame)
             if count == 1:
-                self._own(Frame(Kind.CHANNELS, topic=name), forget[0])
-                self._own(Frame(Kind.PAUSE, topic=name), forget[1])
+                self._forget_own(name)
             else:
                 greeting = self._topic_greeting(name)
                 for link in after.links:
@@ -191,6 +193,13 @@ class Replicator:
                             link.send_after(frame)
         log.info("REPLICATION: TOPIC(%s): %d replicas (was %d)", name, count, old)
         return True
+
+    def _forget_own(self, name: str) -> None:
+        """This node's shard of a topic gone to one copy: nothing will finish its
+        messages there (its FINs are no longer replicated)."""
+        self._empty(name, "", self._live_ids(name))  # its route has no backup any more: this node's shard only
+        self._own(Frame(Kind.CHANNELS, topic=name), wire.channels(name, []))
+        self._own(Frame(Kind.PAUSE, topic=name), wire.pause(name, "", False))
 
     def _move_copies(self, name: str, before: "_Route", after: "_Route") -> None:
         """A held topic's copies follow its new count. A backup added is resynced: a
