@@ -2,7 +2,7 @@
 2 and 3 replicas (3 nsqd processes, publishes to the first), against Go's nsqd and ours
 unreplicated. Prints figures, asserts nothing.
 
-    .venv/bin/python bench/replication.py [--runs 3] [--scale 1.0] [--only pub_8,mpub_200]
+    .venv/bin/python bench/replication.py [--runs 3] [--scale 1.0] [--only pub_8,pub_32,mpub_200]
     .venv/bin/python bench/replication.py --flags=--sync-before-ack   # durable mode everywhere but Go
 
 Every nsqd of a row runs on this machine, so a replicated row's backups take CPU from
@@ -27,6 +27,7 @@ from nsqd_proc import HOST, OURS, Server, free_port, reference_nsqd  # noqa: E40
 WORKLOADS = {
     # name: (what, base message count)
     "pub_8": ("PUB, 8 connections, one at a time each (p50/p99 round trip)", 20_000),
+    "pub_32": ("PUB, 32 connections, one at a time each (p50/p99 round trip)", 60_000),
     "mpub_200": ("MPUB of 200, 1 connection, 8 batches in flight", 200_000),
     "pub_latency_10k": ("PUB at 10k msgs/s on one connection, sent when due: p50/p99 send to OK", 30_000),
 }
@@ -63,8 +64,8 @@ def run_one(pool: "mp.pool.Pool", setup: str, name: str, scale: float, flags: li
         owner.post(f"/channel/create?topic={topic}&channel=sink")
         if len(servers) > 1:
             _wait_links(owner)
-        if name == "pub_8":
-            result = run_concurrent_pubs(pool, owner.address, topic, 8, total)
+        if name in ("pub_8", "pub_32"):
+            result = run_concurrent_pubs(pool, owner.address, topic, int(name[4:]), total)
         elif name == "mpub_200":
             result = pool.apply_async(loadgen.mpub, (owner.address, topic, total, 200, 8)).get()
         elif name == "pub_latency_10k":

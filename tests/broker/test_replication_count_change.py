@@ -15,7 +15,7 @@ import pytest
 
 from tests.broker.load import Consumer, Fin, Hold, publish
 from tests.broker.replicas import Cluster, cluster, post  # noqa: F401 (cluster: a fixture)
-from tests.servers import wait_for
+from tests.servers import Nsqd, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -33,8 +33,12 @@ async def adopted_and_delivered(c: Cluster, want: set[bytes]) -> None:
     owner, adopter, _ = c.nodes
     owner.kill()
     shutil.rmtree(owner.workdir / "data")
-    consumer = await Consumer(adopter.tcp_address, "orders", "billing", rdy=200).start()
-    await consumer.wait_until(lambda: want <= consumer.bodies(), 30, f"{len(want)} messages from the adopter")
+    await delivered_once(adopter.tcp_address, want)
+
+
+async def delivered_once(address: str, want: set[bytes]) -> None:
+    consumer = await Consumer(address, "orders", "billing", rdy=200).start()
+    await consumer.wait_until(lambda: want <= consumer.bodies(), 30, f"{len(want)} messages from {address}")
     await consumer.quiesce()
     await consumer.stop()
     delivered = [d.body for d in consumer.deliveries]
@@ -42,10 +46,9 @@ async def adopted_and_delivered(c: Cluster, want: set[bytes]) -> None:
     assert len(delivered) == len(want), f"{len(delivered) - len(want)} duplicates"
 
 
-async def test_a_count_raised_while_the_topic_holds_messages_copies_them_to_the_backup_added(cluster) -> None:
-    c = cluster(3)
-    owner = c.nodes[0]
-    set_count(c, 2)
+async def publish_and_finish_a_third(owner: Nsqd, *, fin_held: bool) -> tuple[list[bytes], set[bytes]]:
+    """300 published; a consumer with RDY 1 finishes the first 100 and holds the next
+    (in flight until the message timeout, unless ``fin_held`` finishes it too)."""
     post(owner, "/channel/create?topic=orders&channel=billing")
     first = [b"a-%04d" % i for i in range(300)]
     assert (await publish(owner.tcp_address, "orders", first, batch=50)).acked == first
@@ -54,8 +57,18 @@ async def test_a_count_raised_while_the_topic_holds_messages_copies_them_to_the_
                               decide=lambda d: next(decisions, Hold)).start()
     await consumer.wait_until(lambda: len(consumer.finished) == 100, 30, "100 finished")
     await consumer.quiesce()
-    await consumer.stop()  # what it held in flight goes back to the channel
-    finished = set(consumer.finished)
+    if fin_held:
+        consumer.fin_held()
+        await consumer.quiesce()
+    await consumer.stop()
+    return first, set(consumer.finished)
+
+
+async def test_a_count_raised_while_the_topic_holds_messages_copies_them_to_the_backup_added(cluster) -> None:
+    c = cluster(3)
+    owner = c.nodes[0]
+    set_count(c, 2)
+    first, finished = await publish_and_finish_a_third(owner, fin_held=False)  # the one held: live, in flight
     wait_for(lambda: held(c, 1) == 200, 10, message="the one backup holds what is not finished")
     assert held(c, 2) == 0
 
@@ -109,18 +122,7 @@ async def test_a_count_lowered_to_one_while_the_topic_holds_messages_has_every_c
     c = cluster(3)
     owner = c.nodes[0]
     post(owner, "/topic/create?topic=orders")
-    post(owner, "/channel/create?topic=orders&channel=billing")
-    first = [b"a-%04d" % i for i in range(300)]
-    assert (await publish(owner.tcp_address, "orders", first, batch=50)).acked == first
-    decisions = iter([Fin] * 100)
-    consumer = await Consumer(owner.tcp_address, "orders", "billing", rdy=1,
-                              decide=lambda d: next(decisions, Hold)).start()
-    await consumer.wait_until(lambda: len(consumer.finished) == 100, 30, "100 finished")
-    await consumer.quiesce()
-    consumer.fin_held()  # else it stays in flight for the message timeout
-    await consumer.quiesce()
-    await consumer.stop()
-    finished = set(consumer.finished)
+    first, finished = await publish_and_finish_a_third(owner, fin_held=True)  # the owner delivers it here
     live = len(first) - len(finished)
     for i in (1, 2):
         wait_for(lambda i=i: held(c, i) == live, 10, message=f"backup {i} holds what is not finished")
@@ -133,13 +135,7 @@ async def test_a_count_lowered_to_one_while_the_topic_holds_messages_has_every_c
     assert (await publish(owner.tcp_address, "orders", later, batch=20)).acked == later
     assert c.replication(0)["live_own"] == 0 and held(c, 1) == 0 and held(c, 2) == 0
 
-    want = (set(first) - finished) | set(later)
-    consumer = await Consumer(owner.tcp_address, "orders", "billing", rdy=200).start()
-    await consumer.wait_until(lambda: want <= consumer.bodies(), 30, f"{len(want)} messages from the owner")
-    await consumer.quiesce()
-    await consumer.stop()
-    delivered = [d.body for d in consumer.deliveries]
-    assert sorted(delivered) == sorted(want)
+    await delivered_once(owner.tcp_address, (set(first) - finished) | set(later))
 
 
 async def test_a_count_lowered_then_raised_before_the_kept_backup_caught_up_forgets_nothing(cluster) -> None:
