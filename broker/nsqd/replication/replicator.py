@@ -178,21 +178,23 @@ class Replicator:
             if count == 1:  # the last copies beside this node's queues go: its shard of the topic too
                 self._forget_own(name)
         elif topic is not None:
-            forget = [wire.channels(name, []), wire.pause(name, "", False)]
-            for link in before.links:
-                if link not in after.links:  # it holds no copy of the topic from now on
-                    for frame in forget:
-                        link.send_after(frame)
+            self._reroute_empty(name, [link for link in before.links if link not in after.links],
+                                [link for link in after.links if link not in before.links])
             if count == 1:
                 self._forget_own(name)
-            else:
-                greeting = self._topic_greeting(name)
-                for link in after.links:
-                    if link not in before.links:
-                        for frame in greeting:
-                            link.send_after(frame)
         log.info("REPLICATION: TOPIC(%s): %d replicas (was %d)", name, count, old)
         return True
+
+    def _reroute_empty(self, name: str, removed: list[PeerLink], added: list[PeerLink]) -> None:
+        """A topic holding no message changed backups: those ``removed`` hold no copy of
+        it from now on (they forget its channels and pause), those ``added`` learn them."""
+        for link in removed:
+            link.send_after(wire.channels(name, []))
+            link.send_after(wire.pause(name, "", False))
+        greeting = self._topic_greeting(name) if added else []
+        for link in added:
+            for frame in greeting:
+                link.send_after(frame)
 
     def _forget_own(self, name: str) -> None:
         """This node's shard of a topic gone to one copy: nothing will finish its
@@ -315,12 +317,7 @@ class Replicator:
         topic = self.nsqd.topics.get(name)
         if not held and not (topic is not None and _holds_messages(topic)):
             if topic is not None:
-                for link in removed:
-                    link.send_after(wire.channels(name, []))
-                    link.send_after(wire.pause(name, "", False))
-                for link in added:
-                    for frame in self._topic_greeting(name):
-                        link.send_after(frame)
+                self._reroute_empty(name, removed, added)
             return
         for link in added:
             link.resync()
