@@ -3,7 +3,8 @@ the test kubelet's real nsqds: in a cluster whose default is one copy (replicati
 perTopic), a topic asking for 3 is created with 3 on every nsqd (read back from each
 nsqd's GET /replication), its status counts 3 copies per nsqd, a topic without the field
 gets the cluster's default, and a count above the cluster's nsqds is reported, not
-applied. The schema refuses a count outside 1..5."""
+applied. The schema refuses a count outside 1..5. A topic holding messages goes down to
+one copy, and back up only once it is empty."""
 from __future__ import annotations
 
 from typing import Any
@@ -57,3 +58,48 @@ async def test_a_topic_asking_for_three_copies_in_a_cluster_of_one_gets_them_on_
     assert status == 422, (status, answer)  # the schema's maximum
     assert [r["error"] for r in operator.backstage.take_rejections()] == [
         "NsqTopic per-six: spec.replicas: 6 is greater than the maximum of 5"]
+
+
+async def test_a_held_topic_goes_down_to_one_copy_and_is_refused_back_up_until_it_is_empty(
+        operator: OperatorUnderTest) -> None:
+    """per-safe (3 copies, from the test above) holds 20 messages on per-nsqd-0: lowered to
+    1, every nsqd applies it and the backups forget the copies; raised to 3 again while
+    the messages wait, per-nsqd-0 refuses it and the NsqTopic says so, naming the pod;
+    once the topic is emptied there, the 3 copies are applied."""
+    for i in range(20):
+        assert operator.pod_call("per-nsqd-0", "POST", "/pub?topic=safe", b"m%d" % i)[0] == 200
+
+    owner = operator.pod_json("per-nsqd-0", "/replication")["node"]
+
+    def copies_of_nsqd_0(pod: str) -> int:
+        return operator.pod_json(pod, "/replication")["held_topics"].get(owner, {}).get("safe", 0)
+
+    async def both_backups_hold_them() -> bool | None:
+        return copies_of_nsqd_0("per-nsqd-1") == 20 == copies_of_nsqd_0("per-nsqd-2") or None
+    await operator.until(both_backups_hold_them, 30, "both backups hold the 20 copies")
+
+    await operator.patch("NsqTopic", "per-safe", {"spec": {"replicas": 1}})
+
+    async def one_copy_everywhere() -> bool | None:
+        counts = [operator.pod_json(pod, "/replication")["topic_replicas"].get("safe") for pod in PODS]
+        return (counts == [1, 1, 1] and copies_of_nsqd_0("per-nsqd-1") == 0 == copies_of_nsqd_0("per-nsqd-2")) or None
+    await operator.until(one_copy_everywhere, 60, "1 copy of safe on every nsqd, the backups' copies forgotten")
+    lowered = await operator.ready("NsqTopic", "per-safe", timeout=60)
+    assert lowered["status"]["replication"]["replicas"] == 1
+    assert operator.topic_on("per-nsqd-0", "safe")["depth"] == 20  # type: ignore[index]
+
+    await operator.patch("NsqTopic", "per-safe", {"spec": {"replicas": 3}})
+
+    async def refused() -> dict[str, Any] | None:
+        c = await operator.condition("NsqTopic", "per-safe", "Degraded")
+        return c if c and c["status"] == "True" and c["reason"] == "ReplicasRefused" else None
+    condition = await operator.until(refused, 60, "per-safe's count refused while per-nsqd-0 holds its messages")
+    assert "per-nsqd-0" in condition["message"] and "raised from 1" in condition["message"], condition
+    assert operator.pod_json("per-nsqd-0", "/replication")["topic_replicas"]["safe"] == 1
+
+    assert operator.pod_call("per-nsqd-0", "POST", "/topic/empty?topic=safe")[0] == 200
+
+    async def three_again() -> bool | None:
+        return operator.pod_json("per-nsqd-0", "/replication")["topic_replicas"]["safe"] == 3 or None
+    await operator.until(three_again, 60, "3 copies of safe applied once it is empty")
+    await operator.ready("NsqTopic", "per-safe", timeout=60)
