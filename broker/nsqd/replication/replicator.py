@@ -167,7 +167,7 @@ class Replicator:
         holding = topic is not None and (_holds_messages(topic) or bool(self.store.held_topic(self.node, name)))
         if holding and old == 1:
             raise TopicCountError(f"topic {name} holds messages: its number of copies is raised from 1 "
-                                  f"only while it is empty (its messages were acknowledged with 1)")
+                                  f"only while it is empty")
         before = self._route(name)
         self.counts.set(name, count)
         self._routes.pop(name, None)
