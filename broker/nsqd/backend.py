@@ -1,7 +1,7 @@
 """Where a topic's or channel's messages go once its memory queue is full."""
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from typing import Iterator, Protocol, Sequence
 
 
 class Backend(Protocol):
@@ -11,6 +11,7 @@ class Backend(Protocol):
     def put_many(self, items: Sequence[bytes]) -> None: ...
     def get(self) -> bytes | None: ...
     def get_many(self, limit: int) -> list[bytes]: ...
+    def unread(self) -> Iterator[bytes]: ...
     def empty(self) -> None: ...
     def sync(self) -> None: ...
     def sync_due(self, now: float) -> bool: ...
@@ -39,6 +40,9 @@ class DiscardingBackend:
 
     def get_many(self, limit: int) -> list[bytes]:
         return []
+
+    def unread(self) -> Iterator[bytes]:
+        return iter(())
 
     def empty(self) -> None:
         return None

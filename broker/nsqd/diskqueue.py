@@ -345,6 +345,17 @@ class DiskQueue:
         """Hook: whether entries may be read without the per-entry hooks."""
         return True
 
+    def unread(self) -> Iterator[bytes]:
+        """Every payload written and not read yet, oldest first, without moving the read
+        position (in durable mode, written but not yet readable ones too). Made as it is
+        taken: exhaust it before the queue is read or written again."""
+        self._ensure_open()
+        for number in range(self._read_file, self._write_file + 1):
+            start = self._read_pos if number == self._read_file else 0
+            end = self._write_pos if number == self._write_file else None
+            yield from _segment_payloads(self._segment_path(number), start, self._min_msg_size,
+                                         self._max_msg_size, self._log, end)
+
     def empty(self) -> None:
         """Drop every payload: delete the segments and start afresh at the next file number."""
         self._ensure_open()
@@ -824,13 +835,15 @@ def _read_metadata(directory: Path, name: str) -> _Metadata | None:
 
 
 def _segment_payloads(path: Path, start: int, min_msg_size: int, max_msg_size: int,
-                      log: logging.Logger) -> Iterator[bytes]:
+                      log: logging.Logger, end: int | None = None) -> Iterator[bytes]:
+    """The payloads of one segment from ``start`` to ``end`` (its size when None)."""
     try:
         reader = _SegmentReader(path)
     except FileNotFoundError:
         return
     try:
-        end = reader.size()
+        if end is None:
+            end = reader.size()
         pos = start
         while pos < end:
             header = reader.read(pos, _ENTRY_LENGTH.size, end)

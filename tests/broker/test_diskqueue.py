@@ -400,6 +400,7 @@ def test_any_interleaving_keeps_fifo_order_and_depth(
                     assert isinstance(argument, int)
                     queue = open_queue(path, max_bytes_per_file=argument)
                 assert queue.depth == len(model)
+                assert list(queue.unread()) == list(model)  # and reading it back moves nothing
             assert drain(queue) == list(model)
             assert queue.depth == 0
             assert len(list(path.glob("orders.diskqueue.0*.dat"))) <= 1  # read segments deleted

@@ -85,6 +85,16 @@ def test_appended_data_survives_a_crash_before_any_metadata(tmp_path: Path) -> N
     assert [n for n, _ in read_all(again)] == list(range(6))
 
 
+def test_unread_is_what_is_not_read_yet_written_but_unsynced_too(tmp_path: Path) -> None:
+    queue = open_queue(tmp_path, max_bytes_per_file=200)  # a few entries per segment
+    put_synced(queue, [payload(n) for n in range(6)])
+    taken = [queue.get_entry() for _ in range(2)]
+    assert all(entry is not None for entry in taken)
+    queue.put_many([payload(6), payload(7)])  # not fsynced: not readable yet
+    assert [number_of(data) for data in queue.unread()] == [2, 3, 4, 5, 6, 7]
+    assert queue.uncommitted == 2 and [n for n, _ in read_all(queue)] == [2, 3, 4, 5]
+
+
 def test_only_synced_entries_are_readable(tmp_path: Path) -> None:
     queue = open_queue(tmp_path)
     readable_calls = []

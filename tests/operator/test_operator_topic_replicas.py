@@ -4,10 +4,10 @@ perTopic), a topic asking for 3 is created with 3 on every nsqd (read back from 
 nsqd's GET /replication), its status counts 3 copies per nsqd, a topic without the field
 gets the cluster's default, and a count above the cluster's nsqds is reported, not
 applied. The schema refuses a count outside 1..5. A topic holding messages goes down to
-one copy, and back up only once it is empty."""
+one copy and back up with them copied; an ephemeral topic's copies are refused."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 import pytest
 
@@ -16,6 +16,15 @@ from tests.operator.harness import OperatorUnderTest
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 PODS = [f"per-nsqd-{i}" for i in range(3)]
+
+
+def safe_in_sync_of(operator: OperatorUnderTest) -> Callable[[], Awaitable[dict[str, Any] | None]]:
+    async def safe_in_sync() -> dict[str, Any] | None:
+        obj = await operator.ready("NsqTopic", "per-safe", timeout=60)
+        found = obj["status"].get("replication") or {}
+        assert found.get("replicas") == 3 and found.get("inSync") == 9 and found.get("missing") == 0, found
+        return obj
+    return safe_in_sync
 
 
 async def test_a_topic_asking_for_three_copies_in_a_cluster_of_one_gets_them_on_every_nsqd(
@@ -27,12 +36,7 @@ async def test_a_topic_asking_for_three_copies_in_a_cluster_of_one_gets_them_on_
     await operator.create("NsqTopic", "per-plain", {"cluster": "per", "topicName": "plain"})
     await operator.create("NsqTopic", "per-wide", {"cluster": "per", "topicName": "wide", "replicas": 4})
 
-    async def safe_in_sync() -> dict[str, Any] | None:
-        obj = await operator.ready("NsqTopic", "per-safe", timeout=60)
-        found = obj["status"].get("replication") or {}
-        assert found.get("replicas") == 3 and found.get("inSync") == 9 and found.get("missing") == 0, found
-        return obj
-    safe = await operator.until(safe_in_sync, 90, "per-safe with its 3 copies of every nsqd in sync")
+    safe = await operator.until(safe_in_sync_of(operator), 90, "per-safe with its 3 copies of every nsqd in sync")
     rows = {row["pod"]: row["inSync"] for row in safe["status"]["replication"]["owners"]}
     assert rows == {"per-nsqd-0": PODS, "per-nsqd-1": ["per-nsqd-1", "per-nsqd-2", "per-nsqd-0"],
                     "per-nsqd-2": ["per-nsqd-2", "per-nsqd-0", "per-nsqd-1"]}
@@ -60,12 +64,13 @@ async def test_a_topic_asking_for_three_copies_in_a_cluster_of_one_gets_them_on_
         "NsqTopic per-six: spec.replicas: 6 is greater than the maximum of 5"]
 
 
-async def test_a_held_topic_goes_down_to_one_copy_and_is_refused_back_up_until_it_is_empty(
+async def test_a_held_topic_goes_down_to_one_copy_and_back_up_to_three_with_its_messages_copied(
         operator: OperatorUnderTest) -> None:
     """per-safe (3 copies, from the test above) holds 20 messages on per-nsqd-0: lowered to
     1, every nsqd applies it and the backups forget the copies; raised to 3 again while
-    the messages wait, per-nsqd-0 refuses it and the NsqTopic says so, naming the pod;
-    once the topic is emptied there, the 3 copies are applied."""
+    the messages wait, per-nsqd-0 reads them back from its queue and both backups hold
+    them again. An ephemeral topic asking for copies is refused by the nsqds, and the
+    NsqTopic says so, naming them."""
     for i in range(20):
         assert operator.pod_call("per-nsqd-0", "POST", "/pub?topic=safe", b"m%d" % i)[0] == 200
 
@@ -90,16 +95,19 @@ async def test_a_held_topic_goes_down_to_one_copy_and_is_refused_back_up_until_i
 
     await operator.patch("NsqTopic", "per-safe", {"spec": {"replicas": 3}})
 
+    async def three_everywhere_and_copied() -> bool | None:
+        counts = [operator.pod_json(pod, "/replication")["topic_replicas"].get("safe") for pod in PODS]
+        return (counts == [3, 3, 3] and copies_of_nsqd_0("per-nsqd-1") == 20 == copies_of_nsqd_0("per-nsqd-2")) or None
+    await operator.until(three_everywhere_and_copied, 60, "3 copies of safe, the 20 held copied to both backups")
+    await operator.until(safe_in_sync_of(operator), 60, "per-safe with its 3 copies of every nsqd in sync")
+    assert operator.topic_on("per-nsqd-0", "safe")["depth"] == 20  # type: ignore[index]
+
+    await operator.create("NsqTopic", "per-fleeting", {"cluster": "per", "topicName": "fleeting#ephemeral",
+                                                       "replicas": 2})
+
     async def refused() -> dict[str, Any] | None:
-        c = await operator.condition("NsqTopic", "per-safe", "Degraded")
+        c = await operator.condition("NsqTopic", "per-fleeting", "Degraded")
         return c if c and c["status"] == "True" and c["reason"] == "ReplicasRefused" else None
-    condition = await operator.until(refused, 60, "per-safe's count refused while per-nsqd-0 holds its messages")
-    assert "per-nsqd-0" in condition["message"] and "raised from 1" in condition["message"], condition
-    assert operator.pod_json("per-nsqd-0", "/replication")["topic_replicas"]["safe"] == 1
-
-    assert operator.pod_call("per-nsqd-0", "POST", "/topic/empty?topic=safe")[0] == 200
-
-    async def three_again() -> bool | None:
-        return operator.pod_json("per-nsqd-0", "/replication")["topic_replicas"]["safe"] == 3 or None
-    await operator.until(three_again, 60, "3 copies of safe applied once it is empty")
-    await operator.ready("NsqTopic", "per-safe", timeout=60)
+    condition = await operator.until(refused, 60, "copies of an ephemeral topic refused by the nsqds")
+    assert all(pod in condition["message"] for pod in PODS), condition
+    assert "never replicated" in condition["message"], condition

@@ -24,7 +24,7 @@ from nsq_protocol.names import is_ephemeral
 
 from ..message import ID_SLICE, item_payload
 from ..options import MAX_TOPIC_REPLICAS
-from . import adoption, ring, wire
+from . import adoption, queued, ring, wire
 from .backup_server import BackupConnection, BackupSide, shard_frames
 from .generations import Generations
 from .link import PeerLink
@@ -42,6 +42,7 @@ log = logging.getLogger("nsqd")
 
 STARTUP_GRACE = 4  # failover timeouts added, at start, for peers not heard from yet
 EMPTY_BATCH = 65536  # IDs in one EMPTY frame (1 MiB)
+APPEND_BATCH = 500  # messages in one APPEND frame of a topic's queues read back
 STARTUP_SILENCE = 2  # failover timeouts a node with an empty data path waits before joining
 
 
@@ -155,9 +156,9 @@ class Replicator:
         While the topic holds messages: a backup added is sent what the topic holds, one
         removed forgets it once the backups kept hold everything sent before the change;
         lowered to 1, every backup forgets it at once and this node its own shard of it
-        (its queues hold every message). Raised from 1 it is refused
-        (``TopicCountError``): with one copy the messages are in this nsqd's queues only,
-        which are not read back to be replicated."""
+        (its queues hold every message); raised from 1, what its queues hold is read back
+        into this node's shard first (``queued.py``), the source of the new backups'
+        snapshot. ``TopicCountError`` says why a count is refused."""
         self.counts.check(name, count)
         old = self.counts.count(name)
         topic = self.nsqd.topics.get(name)
@@ -165,14 +166,14 @@ class Replicator:
             self.counts.set(name, count)
             return False
         holding = topic is not None and (_holds_messages(topic) or bool(self.store.held_topic(self.node, name)))
-        if holding and old == 1:
-            raise TopicCountError(f"topic {name} holds messages: its number of copies is raised from 1 "
-                                  f"only while it is empty")
         before = self._route(name)
         self.counts.set(name, count)
         self._routes.pop(name, None)
         after = self._route(name)
         self._keep_forgetting(name, after)
+        if holding and old == 1:
+            assert topic is not None
+            self._own_queued(topic)
         if holding:
             self._move_copies(name, before, after)
             if count == 1:  # the last copies beside this node's queues go: its shard of the topic too
@@ -184,6 +185,30 @@ class Replicator:
                 self._forget_own(name)
         log.info("REPLICATION: TOPIC(%s): %d replicas (was %d)", name, count, old)
         return True
+
+    def _own_queued(self, topic: "Topic") -> None:
+        """A topic of one copy getting more: what its queues hold becomes this node's
+        shard of it (its new backups are sent a snapshot of that), with what each
+        channel finished and when its deferred messages are due."""
+        name = topic.name
+        held = queued.read_held(topic)
+        self._topic_greeting(name)  # its channels and pauses, in this node's shard
+        entries = list(held.messages.values())
+        for start in range(0, len(entries), APPEND_BATCH):
+            seq = next(self._seqs)
+            batch = entries[start:start + APPEND_BATCH]
+            self._own(Frame(Kind.APPEND, seq, topic=name, entries=batch), wire.append(seq, name, batch))
+        for channel in held.channels:
+            for ids in _batches(held.finished(channel)):
+                self._own(Frame(Kind.FIN, topic=name, channel=channel, ids=ids), wire.fin(name, channel, ids))
+            by_due: dict[int, list[bytes]] = {}
+            for msg_id, due_ms in held.due[channel].items():
+                by_due.setdefault(due_ms, []).append(msg_id)
+            for due_ms, ids in sorted(by_due.items()):
+                self._own(Frame(Kind.REQ, topic=name, channel=channel, due_ms=due_ms, ids=ids),
+                          wire.req(name, channel, due_ms, ids))
+        log.info("REPLICATION: TOPIC(%s): %d messages held with one copy read back from its queues "
+                 "to be copied", name, len(entries))
 
     def _reroute_empty(self, name: str, removed: list[PeerLink], added: list[PeerLink]) -> None:
         """A topic holding no message changed backups: those ``removed`` hold no copy of

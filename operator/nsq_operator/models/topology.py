@@ -39,8 +39,8 @@ class NsqTopicSpec(CrdModel):
         description="copies of each message of this topic, on as many nsqds (1: not replicated); the cluster's "
                     "spec.nsqd.replication.replicas when unset. Above 1 it needs replication on in the NsqCluster "
                     "(replicas above 1 or perTopic) and at most as many nsqds; otherwise the Ready condition says "
-                    "so. While the topic holds messages on an nsqd, that nsqd changes its count between 2 and more "
-                    "and lowers it to 1, but raises it from 1 only once the topic is empty there")
+                    "so. A change applies to the messages the topic holds: raised, they are copied to the nsqds "
+                    "added; lowered, those removed forget their copies")
     deletion_policy: DeletionPolicy = Field("Retain", description="on deletion of this object: Retain keeps the topic on the nsqds, Delete removes it")
     delete_with_messages: bool = Field(False, description="with deletionPolicy Delete: delete the topic even while it holds messages (they are lost)")
 
