@@ -2,7 +2,7 @@
 2 and 3 replicas (3 nsqd processes, publishes to the first), against Go's nsqd and ours
 unreplicated. Prints figures, asserts nothing.
 
-    .venv/bin/python bench/replication.py [--runs 3] [--scale 1.0] [--only pub_8,pub_32,mpub_200]
+    .venv/bin/python bench/replication.py [--runs 3] [--scale 1.0] [--only pub_8,pub_32,mpub_200,mpub_200_fin]
     .venv/bin/python bench/replication.py --flags=--sync-before-ack   # durable mode everywhere but Go
 
 Every nsqd of a row runs on this machine, so a replicated row's backups take CPU from
@@ -29,6 +29,8 @@ WORKLOADS = {
     "pub_8": ("PUB, 8 connections, one at a time each (p50/p99 round trip)", 20_000),
     "pub_32": ("PUB, 32 connections, one at a time each (p50/p99 round trip)", 60_000),
     "mpub_200": ("MPUB of 200, 1 connection, 8 batches in flight", 200_000),
+    "mpub_200_fin": ("mpub_200 with a consumer finishing each message meanwhile (RDY 1000): "
+                     "publish rate, CPU per message published and finished", 200_000),
     "pub_latency_10k": ("PUB at 10k msgs/s on one connection, sent when due: p50/p99 send to OK", 30_000),
 }
 
@@ -68,6 +70,10 @@ def run_one(pool: "mp.pool.Pool", setup: str, name: str, scale: float, flags: li
             result = run_concurrent_pubs(pool, owner.address, topic, int(name[4:]), total)
         elif name == "mpub_200":
             result = pool.apply_async(loadgen.mpub, (owner.address, topic, total, 200, 8)).get()
+        elif name == "mpub_200_fin":
+            consumed = pool.apply_async(loadgen.consume, (owner.address, topic, "sink", total, 1000))
+            result = pool.apply_async(loadgen.mpub, (owner.address, topic, total, 200, 8)).get()
+            consumed.get()
         elif name == "pub_latency_10k":
             result = pool.apply_async(loadgen.pub_paced, (owner.address, topic, total, 10000.0)).get()
         else:

@@ -256,6 +256,31 @@ def test_an_owners_own_publishes_kept_as_batches_act_as_their_copies(tmp_path: P
     again.close()
 
 
+def test_a_backups_copied_runs_count_once_when_resent_before_or_after_they_are_indexed(tmp_path: Path) -> None:
+    """APPEND_RUN frames as a backup gets them (kept as they came): a run resent after a
+    reconnect, whether or not something indexed the first by then, holds its messages
+    once; FINs, the live list and the replayed log agree with that."""
+    store = ReplicaStore(str(tmp_path), durable=False)
+    apply(store, wire.channels("t", ["a"]))
+    first = wire.append_fresh(1, "t", PayloadRun.of([msg(n).payload for n in (1, 2, 3)]), 0)
+    second = wire.append_fresh(2, "t", PayloadRun.of([msg(n).payload for n in (4, 5)]), 500)
+    for raw in (first, second, first):  # the first resent before anything is indexed
+        apply(store, raw)
+    assert store.held(OWNER) == 5
+    apply(store, wire.fin("t", "a", [mid(1)]))  # indexes what is held
+    apply(store, second)  # resent after
+    assert store.held(OWNER) == 4
+    shard = store.shards[OWNER]["t"]
+    assert [(live.entry.payload[10:26], live.entry.defer_until_ms) for live in shard.live()] == [
+        (mid(2), 0), (mid(3), 0), (mid(4), 500), (mid(5), 500)]
+    store.close()
+
+    again = ReplicaStore(str(tmp_path), durable=False)
+    again.load()
+    assert again.held(OWNER) == 4 and again.shards[OWNER]["t"].live() == shard.live()
+    again.close()
+
+
 async def test_frames_nothing_waits_for_reach_the_log_soon_in_one_write_and_at_close(tmp_path: Path,
                                                                                   monkeypatch) -> None:
     """The owner's own shard: written after a short delay, the publishes of every loop

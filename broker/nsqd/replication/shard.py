@@ -5,6 +5,7 @@ an adopter reproduces: a channel (or the topic's queue) emptied, the topic or a 
 paused, a message requeued with a delay."""
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import getitem
@@ -12,6 +13,8 @@ from typing import Iterator, Sequence
 
 from ..message import ID_SLICE
 from .wire import Entry
+
+_NONE: frozenset[bytes] = frozenset()
 
 
 @dataclass
@@ -26,10 +29,13 @@ class Live:
 @dataclass
 class Shard:
     _indexed: dict[bytes, Entry] = field(default_factory=dict)  # by ID, in arrival order
-    # an owner's own fresh publishes, one record each (payloads, due time), indexed by ID
+    # publishes kept as they came, one record each (payloads, due time), indexed by ID
     # only when something asks for ``messages``: a publish then costs no step per message
     _batches: list[tuple[Sequence[bytes], int]] = field(default_factory=list)
     _batched: int = 0  # messages in ``_batches``
+    # the highest ID held or ever held: an owner's IDs increase, so a copied run whose
+    # first ID is beyond it holds none of what is held (a resend is not)
+    _newest: bytes = b""
     channels: list[str] = field(default_factory=list)
     finished: dict[str, set[bytes]] = field(default_factory=dict)  # channel -> IDs
     paused: dict[str, bool] = field(default_factory=dict)  # channel ("": the topic) -> paused, as last told
@@ -47,40 +53,71 @@ class Shard:
         many were new."""
         messages = self.messages
         new = 0
+        newest = self._newest
         for entry in entries:
             msg_id = entry.payload[ID_SLICE]
             if msg_id not in messages:
                 messages[msg_id] = entry
                 new += 1
+                if msg_id > newest:
+                    newest = msg_id
+        self._newest = newest
         return new
 
-    def append_run(self, payloads: list[bytes], defer_until_ms: int) -> None:
-        """Copies that share one due time (an APPEND_RUN), indexed in C loops; a resend
-        after a reconnect repeats some: an ID already held keeps its one entry."""
-        self.messages.update(_by_id(payloads, defer_until_ms))
+    def append_run(self, payloads: Sequence[bytes], defer_until_ms: int) -> None:
+        """Copies that share one due time (an APPEND_RUN, an owner's publish: its IDs
+        increasing), kept as one record like the owner's own. One that may repeat what
+        is held (a resend after a reconnect, IDs from a clock set back) is indexed at
+        once instead: an ID held keeps its one entry."""
+        if not payloads:
+            return
+        if payloads[0][ID_SLICE] <= self._newest:
+            self.messages.update(_by_id(list(payloads), defer_until_ms))
+            self._newest = max(self._newest, max(map(getitem, payloads, repeat(ID_SLICE))))
+            return
+        self.append_fresh(payloads, defer_until_ms)
 
     def append_fresh(self, payloads: Sequence[bytes], defer_until_ms: int) -> None:
         """An owner's own publish: fresh IDs (never a repeat), one due time; kept as one
         record. ``payloads`` must not change afterwards (a ``PayloadRun``'s window is
         never moved by its publisher: queues take views of it)."""
+        if not payloads:
+            return
         self._batches.append((payloads, defer_until_ms))
         self._batched += len(payloads)
+        last = payloads[-1][ID_SLICE]
+        if last > self._newest:
+            self._newest = last
 
     def _index(self) -> None:
-        """The batches' messages into the index, in C loops (no Python step per message)."""
+        """The batches' messages into the index, in C loops (no Python step per message).
+        Each copied run's blob is let go once its messages are indexed, so a large
+        backlog is not held twice while it is indexed."""
         indexed = self._indexed
-        for payloads, defer_until_ms in self._batches:
+        batches = self._batches
+        batches.reverse()
+        while batches:
+            payloads, defer_until_ms = batches.pop()
             indexed.update(_by_id(list(payloads), defer_until_ms))
-        self._batches.clear()
+            del payloads
         self._batched = 0
 
     def finish(self, channel: str, ids: list[bytes]) -> None:
+        """``channel`` is done with ``ids`` (those this shard holds: a copy it missed has
+        nothing to forget); those every channel is done with go. In set operations, not
+        a Python step per message."""
         done = self.finished.setdefault(channel, set())
-        messages = self.messages
-        for msg_id in ids:
-            if msg_id in messages:  # a copy this backup missed: nothing to forget
-                done.add(msg_id)
-                self._forget_if_done(msg_id)
+        held = self.messages.keys() & ids
+        if not held:
+            return
+        done |= held
+        if not self.channels:
+            return
+        for name in self.channels:
+            held &= self.finished.get(name, _NONE)
+            if not held:
+                return
+        self._forget_all(held)
 
     def empty(self, channel: str, ids: list[bytes]) -> None:
         """``channel`` emptied of ``ids``: done with them, as by a FIN. ``channel`` "":
@@ -89,10 +126,7 @@ class Shard:
         if channel:
             self.finish(channel, ids)
             return
-        messages = self.messages
-        for msg_id in ids:
-            if msg_id in messages:
-                self._forget(msg_id)
+        self._forget_all(self.messages.keys() & ids)
 
     def set_paused(self, channel: str, paused: bool) -> None:
         self.paused[channel] = paused
@@ -114,22 +148,19 @@ class Shard:
             del self.paused[gone]
         # a message goes once every channel finished it: none can while one finished nothing
         if names and all(self.finished.get(c) for c in names):
-            for msg_id in list(self.messages):
-                self._forget_if_done(msg_id)
+            done = set.intersection(*(self.finished[c] for c in names))
+            self._forget_all(done & self.messages.keys())
 
-    def _forget_if_done(self, msg_id: bytes) -> None:
-        if not self.channels:
+    def _forget_all(self, ids: set[bytes]) -> None:
+        """``ids``, all held and indexed, go with what is kept about them."""
+        if not ids:
             return
-        finished = self.finished
-        if all(msg_id in finished.get(c, ()) for c in self.channels):
-            self._forget(msg_id)
-
-    def _forget(self, msg_id: bytes) -> None:
-        del self._indexed[msg_id]  # called with the batches indexed
+        deque(map(self._indexed.__delitem__, ids), maxlen=0)
         for done in self.finished.values():
-            done.discard(msg_id)
+            done -= ids
         for due in self.due.values():
-            due.pop(msg_id, None)
+            if due:
+                deque(map(due.pop, ids, repeat(None)), maxlen=0)
 
     def live(self) -> list[Live]:
         out = []

@@ -103,7 +103,7 @@ class Frame:
     paused: bool = False  # PAUSE
     due_ms: int = 0  # REQ; APPEND_RUN: when its messages are due (0: at once)
     clock_ms: int = 0  # PING: the sender's wall clock when it sent it
-    payloads: list[bytes] = field(default_factory=list)  # APPEND_RUN's
+    payloads: Sequence[bytes] = field(default_factory=list)  # APPEND_RUN's (a PayloadRun, as it came)
     adopt: list["AdoptRequest"] = field(default_factory=list)  # PING's
     epoch: int = 0  # PING: the sender's peer list's epoch
     settled: int = 0  # PING: the epoch the sender's copies sit in its ring of
@@ -379,9 +379,11 @@ def _decode_run(r: _Reader) -> Frame:
         blob = r.take(len(r.data) - r.at)
         if sum(sizes) != len(blob):
             raise WireError("APPEND_RUN's sizes do not add up to its payloads")
-        offsets = list(accumulate(sizes, initial=0))
-        payloads = list(map(blob.__getitem__, map(slice, offsets, islice(offsets, 1, None))))
-    if count and min(map(len, payloads)) < PAYLOAD_MIN:
+        if count and min(sizes) < PAYLOAD_MIN:
+            raise WireError("APPEND_RUN holds a payload too short for a message")
+        # not cut into payloads here: a backup keeps the run as it came (see Shard)
+        payloads = PayloadRun(blob, array(_SIZES, accumulate(sizes, initial=0)))
+    if count == 1 and len(payloads[0]) < PAYLOAD_MIN:
         raise WireError("APPEND_RUN holds a payload too short for a message")
     return Frame(Kind.APPEND_RUN, seq=seq, topic=topic, due_ms=due, payloads=payloads)
 
