@@ -47,7 +47,7 @@ wait_until 120 "its claim deleted (whenScaled: Delete)" claim_gone "data-${CLUST
 sleep "${LOAD_COOLDOWN}"
 stop_load load-scale
 
-log "deleting the cluster"
+log "deleting the cluster (since $(date -u +%Y-%m-%dT%H:%M:%S))"
 k delete nsqchannels,nsqtopics --all --wait --timeout 120s >/dev/null
 k delete nsqcluster "${CLUSTER_NAME}" --wait --timeout 180s >/dev/null
 kubectl delete namespace "${NAMESPACE}" --wait --timeout 180s >/dev/null
