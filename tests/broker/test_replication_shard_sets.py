@@ -6,14 +6,18 @@ list finished it (never while the list is empty); an EMPTY of "" drops its messa
 for every channel; a channel left out of the list forgets what it finished."""
 from __future__ import annotations
 
+import tracemalloc
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nsqd.message import encode_payload
 from nsqd.payload_run import PayloadRun
+from nsqd.replication import shard as shard_module
 from nsqd.replication.shard import Shard
 
-IDS = [b"%016x" % n for n in range(12)]
+IDS = [b"%016x" % n for n in range(24)]
 CHANNELS = ["a", "b", "c"]
 
 
@@ -70,8 +74,9 @@ class OneAtATime:
 
 ids_st = st.lists(st.sampled_from(IDS), max_size=6)
 step = st.one_of(
-    st.tuples(st.just("publish"), st.integers(0, 4), st.booleans()),  # that many new IDs, or a resend
-    st.tuples(st.just("resend"), st.integers(0, 10), st.booleans()),
+    # that many new IDs, or a resend; as a list, a run of one size or a run of mixed sizes
+    st.tuples(st.just("publish"), st.integers(0, 8), st.sampled_from(["list", "run", "mixed"])),
+    st.tuples(st.just("resend"), st.integers(0, 10), st.sampled_from(["list", "run", "mixed"])),
     st.tuples(st.just("finish"), st.sampled_from(CHANNELS), ids_st),
     st.tuples(st.just("empty"), ids_st),
     st.tuples(st.just("requeue"), st.sampled_from(CHANNELS), ids_st),
@@ -79,10 +84,21 @@ step = st.one_of(
 )
 
 
+@pytest.mark.parametrize("compact_after", [shard_module.COMPACT_AFTER, 1])  # 1: publishes mostly gone compacted at every forget
 @settings(max_examples=400, deadline=None)
-@given(st.lists(step, max_size=25))
-def test_set_operations_keep_what_the_one_at_a_time_rule_keeps(steps: list[tuple]) -> None:
+@given(steps=st.lists(step, max_size=25))
+def test_set_operations_keep_what_the_one_at_a_time_rule_keeps(compact_after: int, steps: list[tuple]) -> None:
+    kept = shard_module.COMPACT_AFTER
+    shard_module.COMPACT_AFTER = compact_after
+    try:
+        _check_against_the_rule(steps)
+    finally:
+        shard_module.COMPACT_AFTER = kept
+
+
+def _check_against_the_rule(steps: list[tuple]) -> None:
     shard, rule = Shard(), OneAtATime()
+    first: dict[bytes, bytes] = {}  # ID -> the payload it was held with (one resent while held is kept once)
     runs: list[list[bytes]] = []  # as published: a resend after a reconnect repeats a whole one
     unused = iter(IDS)
     for kind, *args in steps:
@@ -93,9 +109,13 @@ def test_set_operations_keep_what_the_one_at_a_time_rule_keeps(steps: list[tuple
                 ids = runs[-1]
             else:
                 ids = runs[number % len(runs)] if runs else []
-            payloads = [encode_payload(i, b"x", 0) for i in ids]
+            # a run of one size is read by a struct pass over its bytes, others payload by payload
+            payloads = [encode_payload(i, b"x" * (1 + (as_run == "mixed") * k), 0) for k, i in enumerate(ids)]
+            for msg_id, payload in zip(ids, payloads):
+                if msg_id not in rule.live:
+                    first[msg_id] = payload
             if payloads:
-                shard.append_run(PayloadRun.of(payloads) if as_run else payloads, 0)
+                shard.append_run(PayloadRun.of(payloads) if as_run != "list" else payloads, 0)
             rule.publish(ids)
         elif kind == "finish":
             shard.finish(*args)
@@ -111,5 +131,35 @@ def test_set_operations_keep_what_the_one_at_a_time_rule_keeps(steps: list[tuple
             rule.set_channels(args[0])
         assert len(shard) == len(rule.live)
     assert list(shard.messages) == rule.live
+    assert {i: e.payload for i, e in shard.messages.items()} == {i: first[i] for i in rule.live}
     assert {c: ids for c, ids in shard.finished.items() if ids} == {c: ids for c, ids in rule.finished.items() if ids}
     assert {c: d for c, d in shard.due.items() if d} == {c: d for c, d in rule.due.items() if d}
+
+
+def test_a_publish_mostly_finished_lets_its_run_go_and_keeps_the_rest() -> None:
+    """A message left of a publish (deferred for long, say) must not keep the whole run
+    its publish came in: a consumer finishing all but one message of each publish as
+    they come, the shard holds little more than those messages, byte for byte, in their
+    order, with their due times."""
+    runs, per, body = 400, 200, 500
+    shard = Shard()
+    shard.set_channels(["a"])
+    kept: dict[bytes, bytes] = {}
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for r in range(runs):
+            payloads = [encode_payload(b"%016x" % (r * per + i), bytes([r % 251]) * body, 0) for i in range(per)]
+            shard.append_run(PayloadRun.of(payloads), 5000 + r)
+            kept[payloads[7][10:26]] = payloads[7]
+            del payloads
+            shard.finish("a", [b"%016x" % (r * per + i) for i in range(per) if i != 7])
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    published = runs * per * (body + 26)
+    assert held < published / 20, f"{held} bytes held of {published} published"
+    messages = shard.messages
+    assert list(messages) == list(kept)
+    assert [e.payload for e in messages.values()] == list(kept.values())
+    assert [e.defer_until_ms for e in messages.values()] == [5000 + r for r in range(runs)]

@@ -14,7 +14,7 @@ from typing import Callable, Iterable, Iterator
 from . import wire
 from .generations import Generations
 from .store import ReplicaStore
-from .wire import AdoptRequest, Entry, Frame, Kind
+from .wire import AdoptRequest, Frame, Kind
 
 log = logging.getLogger("nsqd")
 
@@ -223,17 +223,13 @@ def shard_frames(store: ReplicaStore, owner: str, topics: Iterable[str] | None =
         if shard is None:
             continue
         yield wire.channels(topic, shard.channels)
-        entries: list[Entry] = list(shard.messages.values())
-        for start in range(0, len(entries), PULL_BATCH):
-            yield wire.append(0, topic, entries[start:start + PULL_BATCH])
+        for entries in shard.entries_in_batches(shard.ids(), PULL_BATCH):
+            yield wire.append(0, topic, entries)
         for channel, ids in list(shard.finished.items()):
             if ids:
                 yield wire.fin(topic, channel, sorted(ids))
         for channel, paused in list(shard.paused.items()):
             yield wire.pause(topic, channel, paused)
         for channel, dues in list(shard.due.items()):
-            by_due: dict[int, list[bytes]] = {}
-            for msg_id, due_ms in dues.items():
-                by_due.setdefault(due_ms, []).append(msg_id)
-            for due_ms, ids in sorted(by_due.items()):
+            for due_ms, ids in wire.grouped_by_due(dues):
                 yield wire.req(topic, channel, due_ms, ids)

@@ -201,10 +201,7 @@ class Replicator:
         for channel in held.channels:
             for ids in _batches(held.finished(channel)):
                 self._own(Frame(Kind.FIN, topic=name, channel=channel, ids=ids), wire.fin(name, channel, ids))
-            by_due: dict[int, list[bytes]] = {}
-            for msg_id, due_ms in held.due[channel].items():
-                by_due.setdefault(due_ms, []).append(msg_id)
-            for due_ms, ids in sorted(by_due.items()):
+            for due_ms, ids in wire.grouped_by_due(held.due[channel]):
                 self._own(Frame(Kind.REQ, topic=name, channel=channel, due_ms=due_ms, ids=ids),
                           wire.req(name, channel, due_ms, ids))
         log.info("REPLICATION: TOPIC(%s): %d messages held with one copy read back from its queues "
@@ -571,7 +568,7 @@ class Replicator:
     def _live_ids(self, topic: str) -> list[bytes]:
         """This node's live messages of ``topic``, from its own shard."""
         shard = self.store.shards.get(self.node, {}).get(topic)
-        return list(shard.messages) if shard is not None else []
+        return shard.ids() if shard is not None else []
 
     def channel_emptied(self, topic: "Topic", channel: str) -> None:
         """``channel`` is about to be emptied: it is done with every live message but

@@ -16,7 +16,7 @@ import sys
 from array import array
 from dataclasses import dataclass, field
 from enum import IntEnum
-from itertools import accumulate, islice
+from itertools import accumulate, chain, islice
 from operator import sub
 from typing import NamedTuple, Sequence
 
@@ -30,6 +30,7 @@ _HEAD = struct.Struct(">IB")
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
+_ID = struct.Struct(f"{MSG_ID_LENGTH}s")
 _ENTRY = struct.Struct(">QI")  # defer-until (ms since the epoch, 0 = none), payload size
 _SEQ_FRAME_HEAD = struct.Struct(">IBQ")  # a frame's size, kind and seq (an APPEND's head, a whole ACK)
 
@@ -201,6 +202,15 @@ def fin(topic: str, channel: str, ids: list[bytes]) -> bytes:
     return _framed(Kind.FIN, b"".join((_text(topic), _text(channel), _U32.pack(len(ids)), *ids)))
 
 
+def grouped_by_due(dues: dict[bytes, int]) -> list[tuple[int, list[bytes]]]:
+    """IDs requeued with a delay (ID -> due, ms), grouped by due time, earliest first:
+    one REQ frame each."""
+    by_due: dict[int, list[bytes]] = {}
+    for msg_id, due_ms in dues.items():
+        by_due.setdefault(due_ms, []).append(msg_id)
+    return sorted(by_due.items())
+
+
 def channels(topic: str, names: list[str]) -> bytes:
     return _framed(Kind.CHANNELS, b"".join((_text(topic), _U16.pack(len(names)), *map(_text, names))))
 
@@ -272,6 +282,11 @@ class _Reader:
         self.at += size
         return chunk
 
+    def take_ids(self, count: int) -> list[bytes]:
+        """``count`` message IDs back to back, cut in a C loop (a FIN of a batch is read
+        for every message a consumer finishes)."""
+        return list(chain.from_iterable(_ID.iter_unpack(self.take(MSG_ID_LENGTH * count))))
+
     def u16(self) -> int:
         return int(_U16.unpack(self.take(2))[0])
 
@@ -317,19 +332,19 @@ def decode(kind_byte: int, body: memoryview) -> Frame:
         frame = Frame(kind, seq=r.u64())
     elif kind is Kind.FIN:
         topic, channel, count = r.text(), r.text(), r.u32()
-        frame = Frame(kind, topic=topic, channel=channel, ids=[r.take(MSG_ID_LENGTH) for _ in range(count)])
+        frame = Frame(kind, topic=topic, channel=channel, ids=r.take_ids(count))
     elif kind is Kind.CHANNELS:
         topic, count = r.text(), r.u16()
         frame = Frame(kind, topic=topic, channels=[r.text() for _ in range(count)])
     elif kind is Kind.EMPTY:
         topic, channel, count = r.text(), r.text(), r.u32()
-        frame = Frame(kind, topic=topic, channel=channel, ids=[r.take(MSG_ID_LENGTH) for _ in range(count)])
+        frame = Frame(kind, topic=topic, channel=channel, ids=r.take_ids(count))
     elif kind is Kind.PAUSE:
         frame = Frame(kind, topic=r.text(), channel=r.text())
         frame.paused = r.take(1) != b"\x00"
     elif kind is Kind.REQ:
         topic, channel, due, count = r.text(), r.text(), r.u64(), r.u32()
-        frame = Frame(kind, topic=topic, channel=channel, due_ms=due, ids=[r.take(MSG_ID_LENGTH) for _ in range(count)])
+        frame = Frame(kind, topic=topic, channel=channel, due_ms=due, ids=r.take_ids(count))
     elif kind is Kind.PING:
         if len(body) < _U64.size:
             return Frame(kind)  # no clock (too short for one: a later version's field is ignored)
