@@ -7,6 +7,7 @@ subscribed. The latency rows: a publisher at a fixed rate and one consumer, each
 timed from its send (a timestamp in its body) to its arrival."""
 from __future__ import annotations
 
+import os
 import selectors
 import socket
 import struct
@@ -84,10 +85,12 @@ def _serve(consumer: _Consumer) -> int:
 
 
 def consumers(address: str, topic: str, channels: list[str], count: int, messages: int, rdy: int = 1,
-              timeout: float = 300.0) -> dict:
+              timeout: float = 300.0, server_pid: int | None = None) -> dict:
     """``count`` consumers over ``channels`` (round-robin), then ``messages`` published by
     MPUB; seconds from the first MPUB until every channel's copy of every message was
-    delivered and FINed (deliveries = messages x channels)."""
+    delivered and FINed (deliveries = messages x channels). With ``server_pid``, also that
+    process's user and system CPU seconds over the same span (its connections' set-up
+    left out)."""
     selector = selectors.EpollSelector()
     fleet: list[_Consumer] = []
     for i in range(count):
@@ -104,6 +107,7 @@ def consumers(address: str, topic: str, channels: list[str], count: int, message
     publisher = _connect(address)
     body = b"x" * 200
     batch = 100
+    cpu_at_start = _cpu(server_pid)
     start = time.perf_counter()
     sent = 0
     while sent < messages:
@@ -120,11 +124,26 @@ def consumers(address: str, topic: str, channels: list[str], count: int, message
         for key, _ in selector.select(1.0):
             delivered += _serve(key.data)
     seconds = time.perf_counter() - start
+    cpu_at_end = _cpu(server_pid)
     publisher.close()
     for consumer in fleet:
         selector.unregister(consumer.sock)
         consumer.sock.close()
-    return {"deliveries": delivered, "seconds": seconds}
+    result = {"deliveries": delivered, "seconds": seconds}
+    if cpu_at_start is not None and cpu_at_end is not None:
+        result["server user s"] = cpu_at_end[0] - cpu_at_start[0]
+        result["server system s"] = cpu_at_end[1] - cpu_at_start[1]
+    return result
+
+
+def _cpu(pid: int | None) -> tuple[float, float] | None:
+    """A process's user and system CPU seconds so far, from /proc."""
+    if pid is None:
+        return None
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 _STAMP = struct.Struct(">q")  # CLOCK_MONOTONIC nanoseconds at send, the body's first bytes

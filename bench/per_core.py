@@ -9,8 +9,9 @@ Prints figures, asserts nothing.
     .venv/bin/python bench/per_core.py --per-core --previous "env PYTHONPATH=<tree>/broker:<tree>/protocol .venv/bin/python -m nsqd.cli"
 
 A row's ratio is ours over Go as a speed (for the consumers row, which times a fixed
-amount of work, Go's seconds over ours), so above 1.0 is ahead of Go either way. Beside
-it, nsqd's CPU seconds (user + system) in the measured phase.
+amount of work, Go's seconds over ours), so above 1.0 is ahead of Go either way; each
+server's runs follow. nsqd's CPU per unit of work is in the scripts behind the rows
+(``scale.py --only consumers_2000`` for the consumers row, ``cpu_per_work.py``).
 
 | row | what |
 |---|---|

@@ -11,7 +11,8 @@ Rows (each run alternates ours and Go; a figure is the median of the runs):
   the first HTTP answer, RSS once loaded, and SIGTERM to exit.
 - consumers_K: 10 channels of one topic, K consumers spread over them with RDY 1, 10,000
   messages published by MPUB: seconds until all 100,000 deliveries were FINed, and the
-  server's CPU per delivery (bench/fleet.py, one process, one epoll).
+  server's CPU per delivery over that span, user and system (bench/fleet.py, one
+  process, one epoll; the 2000 connections' set-up not counted).
 - fanout_C: one topic, C channels, each read by Go's bench_reader (RDY 200), while Go's
   bench_writer publishes MPUB of 100 for --seconds: deliveries/s summed over the channels
   and publishes/s into the topic.
@@ -60,13 +61,14 @@ def consumers_row(count: int) -> Callable[[str], Figures]:
     def run(command: str) -> Figures:
         server = Server(command, [])
         try:
-            cpu0 = server.cpu_seconds()
             result = POOL.apply(fleet.consumers, (server.address, "fleet", [f"c{i}" for i in range(10)],
-                                                  count, 10_000))
-            cpu = server.cpu_seconds() - cpu0
+                                                  count, 10_000), {"server_pid": server.proc.pid})
         finally:
             server.close()
-        return {"seconds": result["seconds"], "cpu us/delivery": cpu / result["deliveries"] * 1e6}
+        per_delivery = 1e6 / result["deliveries"]
+        user, system = result["server user s"] * per_delivery, result["server system s"] * per_delivery
+        return {"seconds": result["seconds"], "cpu us/delivery": user + system,
+                "user us/delivery": user, "system us/delivery": system}
     return run
 
 
@@ -130,7 +132,7 @@ def latency_row(rate: float, seconds: float, identify: dict | None = None) -> Ca
 
 
 BETTER = {"loaded s": LOWER, "first answer s": LOWER, "RSS MiB": LOWER, "stop s": LOWER, "seconds": LOWER,
-          "cpu us/delivery": LOWER, "deliveries/s": HIGHER, "publishes/s": HIGHER, "cpu s": LOWER,
+          "cpu us/delivery": LOWER, "user us/delivery": LOWER, "system us/delivery": LOWER, "deliveries/s": HIGHER, "publishes/s": HIGHER, "cpu s": LOWER,
           "p50 ms": LOWER, "p99 ms": LOWER, "p99.9 ms": LOWER}
 
 

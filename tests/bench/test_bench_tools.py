@@ -19,17 +19,18 @@ from tests.servers import Nsqd, free_port, http, wait_for
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
-def _load_loadgen() -> ModuleType:
+def _load(name: str) -> ModuleType:
     # from its file, not by putting bench/ on sys.path, where its scripts' names would
     # shadow modules of the same name for every later test of the session
-    spec = importlib.util.spec_from_file_location("bench_loadgen", BENCH / "loadgen.py")
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-loadgen = _load_loadgen()
+loadgen = _load("loadgen")
+fleet = _load("fleet")
 
 @pytest.fixture(scope="module")
 def cwriter(tmp_path_factory: pytest.TempPathFactory) -> str:
@@ -84,6 +85,20 @@ def test_python_paced_publisher_counts_every_ok(servers: Servers) -> None:
     result = loadgen.pub_paced(server.tcp_address, "bench", 500, 5000.0)
     assert result["messages"] == len(result["latencies"]) == 500 == _published(server)
     assert all(latency > 0 for latency in result["latencies"])
+
+
+def test_the_consumer_fleet_finishes_every_delivery_and_reads_the_servers_cpu_over_them(servers: Servers) -> None:
+    server = servers.nsqd()
+    assert server.proc is not None
+    result = fleet.consumers(server.tcp_address, "fleet", ["a", "b"], 50, 2000, server_pid=server.proc.pid)
+    assert result["deliveries"] == 4000
+    channels = {c["channel_name"]: c for c in server.topic("fleet")["channels"]}
+    assert {name: (c["message_count"], c["depth"], c["in_flight_count"]) for name, c in channels.items()} == \
+        {"a": (2000, 0, 0), "b": (2000, 0, 0)}
+    # 4000 deliveries and FINs cost the server some CPU (tens of ms: /proc counts in ticks
+    # of 10), and no more than its threads can spend in the span
+    assert 0 < result["server user s"] + result["server system s"] <= 2 * result["seconds"] + 0.05
+    assert "server user s" not in fleet.consumers(server.tcp_address, "other", ["a"], 5, 10)
 
 
 def test_the_null_server_answers_ok_to_each_publish(tmp_path: Path, cwriter: str) -> None:
