@@ -3,8 +3,9 @@ before its command line.
 
 - ``slow_fsync(us)``: strace delays every fsync and fdatasync of nsqd (all its threads)
   by ``us`` microseconds on entry, as a slow disk would (``after``: from a thread's
-  ``after + 1``-th on, a disk that turns slow mid-run). With ``--seccomp-bpf`` only
-  those calls stop the process; the rest runs at full speed.
+  ``after + 1``-th on, a disk that turns slow mid-run; ``lasting``: for that many, then
+  fast again). With ``--seccomp-bpf`` only those calls stop the process; the rest runs
+  at full speed.
 - ``FakeClock``: libfaketime (Debian's ``faketime`` package) preloaded into nsqd, its
   offset read from a file that ``jump`` rewrites mid-run. ``monotonic=False`` fakes only
   the wall clock (``time.time``: an NTP step or an operator's ``date -s``); with
@@ -33,11 +34,15 @@ def faketime_available() -> bool:
     return Path(FAKETIME_LIB).exists()
 
 
-def slow_fsync(delay_us: int, log: Path | None = None, after: int = 0) -> list[str]:
+def slow_fsync(delay_us: int, log: Path | None = None, after: int = 0, lasting: int = 0) -> list[str]:
     """The command prefix that delays every fsync/fdatasync by ``delay_us``; with
     ``after``, only those after the first ``after`` of a thread (a disk that turns slow
-    mid-run)."""
-    when = f":when={after + 1}+" if after else ""
+    mid-run); with ``lasting``, only that many of a thread's from there (a disk slow for
+    a while, then fast again)."""
+    if lasting:
+        when = f":when={after + 1}..{after + lasting}"
+    else:
+        when = f":when={after + 1}+" if after else ""
     return [shutil.which("strace") or STRACE, "-f", "--seccomp-bpf", "-qq", "-o", str(log or "/dev/null"),
             "-e", "trace=fsync,fdatasync", "-e", f"inject=fsync,fdatasync:delay_enter={delay_us}{when}"]
 

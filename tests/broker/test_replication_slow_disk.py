@@ -90,6 +90,52 @@ async def test_a_slow_backup_lags_while_the_fast_one_answers_and_nothing_acknowl
     assert report.duplicates <= 50  # at most the messages held in flight at the kill
 
 
+async def test_a_backup_whose_disk_is_slow_for_a_while_catches_up_under_load_and_nothing_is_lost(cluster) -> None:
+    # the owner's first backup: fast for its first 20 fsyncs, each of the next 25 waits
+    # SLOW_FSYNC (about 5 s of a slow disk), then fast again
+    c = cluster(3, sync_before_ack="true",
+                wrap={1: faults.slow_fsync(int(SLOW_FSYNC * 1e6), after=20, lasting=25)})
+    owner, slow, _ = c.nodes
+    post(owner, "/topic/create?topic=orders")
+    post(owner, "/channel/create?topic=orders&channel=billing")
+    load, stop = Load(), asyncio.Event()
+    producers = [asyncio.create_task(produce(owner.tcp_address, "orders", f"a{p}", load, batches=100_000,
+                                             batch=10, seconds=40, stop=stop)) for p in range(2)]
+    try:
+        # 1. the disk turns slow: the backup falls behind the fast one, publishes go on
+        lag = {}
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (lag.get(c.peers[1], 0) > max(2, lag.get(c.peers[2], 0))):
+            for b in (await asyncio.to_thread(c.replication, 0))["backups"]:
+                lag[b["peer"]] = max(lag.get(b["peer"], 0), b["lag_frames"])
+            await asyncio.sleep(0.05)  # a polling interval, bounded by the deadline
+        assert lag.get(c.peers[1], 0) > max(2, lag.get(c.peers[2], 0)), f"the backup never fell behind: {lag}"
+        slow_at = len(load.acked)
+        # 2. fast again while the load goes on: in sync, at most 2 frames behind, in 10
+        # samples in a row (a slow fsync leaves it further behind at every publish)
+        in_a_row, deadline = 0, time.monotonic() + 30
+        while in_a_row < 10 and time.monotonic() < deadline:
+            assert not all(p.done() for p in producers), "the load ended before the backup caught up"
+            b = next(b for b in (await asyncio.to_thread(c.replication, 0))["backups"] if b["peer"] == c.peers[1])
+            in_a_row = in_a_row + 1 if b["state"] == "in_sync" and b["lag_frames"] <= 2 else 0
+            await asyncio.sleep(0.05)  # a polling interval, bounded by the deadline
+        assert in_a_row == 10, "the backup did not catch up under load once its disk was fast again"
+        assert len(load.acked) > slow_at, "nothing was acknowledged while the backup was slow and after"
+    finally:
+        stop.set()
+        await asyncio.gather(*producers)
+    assert not load.failed, load.errors
+    wait_for(lambda: c.replication(1)["held_copies"].get(c.peers[0]) == len(load.acked), 10,
+             message="the once slow backup holds every acknowledged message")
+
+    # 3. kill -9 of the owner under load: the once slow backup adopts, nothing acknowledged is lost
+    await load_until_killed(c, 0, "orders", "b", load, kill_after=len(load.acked) + 300)
+    delivered = await read_back([slow.tcp_address], "orders", "billing", set(load.acked))
+    report = check(load.acked, delivered, load.failed)
+    print(f"\nslow for a while, then fast: {report}")
+    assert not report.lost, f"{len(report.lost)} acknowledged messages lost"
+
+
 async def test_a_slow_owner_answers_after_its_fsync_and_its_kill_9_loses_nothing(cluster) -> None:
     c = cluster(3, sync_before_ack="true", wrap={0: faults.slow_fsync(int(SLOW_FSYNC / 2 * 1e6))})
     owner, adopter, _ = c.nodes
