@@ -107,7 +107,7 @@ def consumers(address: str, topic: str, channels: list[str], count: int, message
     publisher = _connect(address)
     body = b"x" * 200
     batch = 100
-    cpu_at_start = _cpu(server_pid)
+    cpu_at_start = cpu_times(server_pid) if server_pid is not None else None
     start = time.perf_counter()
     sent = 0
     while sent < messages:
@@ -124,7 +124,7 @@ def consumers(address: str, topic: str, channels: list[str], count: int, message
         for key, _ in selector.select(1.0):
             delivered += _serve(key.data)
     seconds = time.perf_counter() - start
-    cpu_at_end = _cpu(server_pid)
+    cpu_at_end = cpu_times(server_pid) if server_pid is not None else None
     publisher.close()
     for consumer in fleet:
         selector.unregister(consumer.sock)
@@ -136,10 +136,8 @@ def consumers(address: str, topic: str, channels: list[str], count: int, message
     return result
 
 
-def _cpu(pid: int | None) -> tuple[float, float] | None:
+def cpu_times(pid: int) -> tuple[float, float]:
     """A process's user and system CPU seconds so far, from /proc."""
-    if pid is None:
-        return None
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     tick = os.sysconf("SC_CLK_TCK")

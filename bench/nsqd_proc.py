@@ -15,6 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import pinning
+from fleet import cpu_times
 
 HOST = "127.0.0.1"
 # ``NSQD_OURS`` names another command for ours (e.g. a tree run as ``env PYTHONPATH=... python -m
@@ -88,9 +89,7 @@ class Server:
 
     def cpu_seconds(self) -> float:
         try:
-            with open(f"/proc/{self.proc.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            return sum(cpu_times(self.proc.pid))
         except OSError:
             return 0.0
 

@@ -236,9 +236,7 @@ class Shard:
 
     def live(self) -> list[Live]:
         out = []
-        ids = self.ids()
-        entries = chain.from_iterable(self.entries_in_batches(ids, len(ids) or 1))
-        for msg_id, entry in zip(ids, entries):
+        for msg_id, entry in self.messages.items():
             if not self.channels:
                 out.append(Live(entry, None))
                 continue
