@@ -132,6 +132,8 @@ def _check_against_the_rule(steps: list[tuple]) -> None:
         assert len(shard) == len(rule.live)
     assert list(shard.messages) == rule.live
     assert {i: e.payload for i, e in shard.messages.items()} == {i: first[i] for i in rule.live}
+    assert [(live.entry.payload[10:26], live.entry.payload) for live in shard.live()] == \
+        [(i, first[i]) for i in rule.live]  # each run cut first: the same messages, in order
     assert {c: ids for c, ids in shard.finished.items() if ids} == {c: ids for c, ids in rule.finished.items() if ids}
     assert {c: d for c, d in shard.due.items() if d} == {c: d for c, d in rule.due.items() if d}
 

@@ -226,15 +226,27 @@ class Shard:
         live, it costs O(1) per message forgotten, and what runs keep beyond their live
         messages is at most what was forgotten since the last one."""
         self._forgotten = 0
-        held = self._ids
-        for publish, live in Counter(held.values()).items():
+        for publish, live in Counter(self._ids.values()).items():
             if len(publish.payloads) > 1 and live * 4 < len(publish.payloads):
-                payloads = publish.payloads
-                for msg_id, at in publish.positions().items():
-                    if held.get(msg_id) is publish:
-                        held[msg_id] = _Publish((payloads[at],), publish.defer_until_ms)
+                self._own_payloads(publish)
+
+    def _own_payloads(self, publish: _Publish) -> None:
+        """``publish``'s live messages each get a payload of their own (their run goes
+        with its last reference)."""
+        held = self._ids
+        payloads = publish.payloads
+        for msg_id, at in publish.positions().items():
+            if held.get(msg_id) is publish:
+                held[msg_id] = _Publish((payloads[at],), publish.defer_until_ms)
 
     def live(self) -> list[Live]:
+        """Every live message with what is owed of it. Read whole (an adoption), so each
+        publish's run is cut first, one at a time: the copies are then held once, not
+        as runs and as the payloads cut from them."""
+        self._index()
+        publishes = [p for p in dict.fromkeys(self._ids.values()) if len(p.payloads) > 1]
+        while publishes:
+            self._own_payloads(publishes.pop())  # popped: its run goes once cut
         out = []
         for msg_id, entry in self.messages.items():
             if not self.channels:
