@@ -99,3 +99,43 @@ def wait_clock_seen(node: Nsqd, clock: FakeClock, timeout: float = 10.0) -> None
     from tests.servers import wait_for
     wait_for(lambda: abs(clock_offset(node) - clock.offset) < 3, timeout,
              message=f"nsqd's clock {clock.offset:+d}s off")
+
+
+class WorkerFsyncStall:
+    """The next fsync (or fdatasync) of each of a running process's threads but its main
+    one waits ``delay_us``: strace attached to those threads alone, for as long as this
+    is open. nsqd's replica store fsyncs in worker threads before it acknowledges a copy,
+    while the main thread goes on (answering pings and PULLs, fencing), so its
+    acknowledgements stall and nothing else does."""
+
+    def __init__(self, pid: int, delay_us: int) -> None:
+        import subprocess
+        import time
+        tasks = sorted(int(t.name) for t in Path(f"/proc/{pid}/task").iterdir() if int(t.name) != pid)
+        assert tasks, f"process {pid} has no thread but its main one"
+        attach = [arg for tid in tasks for arg in ("-p", str(tid))]
+        self.proc = subprocess.Popen([shutil.which("strace") or STRACE, "-qq", "-o", "/dev/null",
+                                      "-e", "trace=fsync,fdatasync",
+                                      "-e", f"inject=fsync,fdatasync:delay_enter={delay_us}:when=1..1", *attach])
+        deadline = time.monotonic() + 10
+        while not all(_traced(pid, tid) for tid in tasks):  # attached to all before going on
+            assert self.proc.poll() is None and time.monotonic() < deadline, "strace did not attach"
+            time.sleep(0.01)
+
+    def close(self) -> None:
+        self.proc.terminate()  # strace detaches, and a delayed call goes on
+        self.proc.wait(10)
+
+    def __enter__(self) -> "WorkerFsyncStall":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _traced(pid: int, tid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/task/{tid}/status").read_text()
+    except FileNotFoundError:
+        return True  # the thread ended
+    return next(int(line.split()[1]) for line in status.splitlines() if line.startswith("TracerPid:")) != 0

@@ -10,7 +10,10 @@
    queues) and forget the copies;
 4. once a quorum of this node's backups holds what was adopted, tell the other backups
    to DROP theirs: a second loss is then survived by this node's backups, without the
-   lost owner's copies delivered a second time.
+   lost owner's copies delivered a second time. A backup that missed it (cut off before
+   that quorum, which the adoption waits for only ``--replication-timeout``, or down)
+   asks this node to adopt the copies it still holds, and is then told DROP as soon as
+   the quorum is there (``Replicator._drop_if_adopted``).
 """
 from __future__ import annotations
 
@@ -45,7 +48,9 @@ async def adopt(r: "Replicator", owner: str, asked_generation: int = 0) -> None:
     # with the peer list, those of the lists since (membership.py)
     others = [b for b in r.holders_of(owner) if b != r.node and r.alive(b) and b in r.pinger]
     await asyncio.gather(*(_pull(r, peer, owner, generation) for peer in others))
-    count, copies = _deliver(r, owner)
+    count, sent = _deliver(r, owner)
+    r.adoptions_sent[owner] = (generation, [(topic, seq) for topic, seq, _ in sent])
+    copies = [future for _, _, future in sent]
     r.generations.announce(owner, generation)
     r.store.drop(owner)
     r.adopted[owner] = r.adopted.get(owner, 0) + count
@@ -55,7 +60,7 @@ async def adopt(r: "Replicator", owner: str, asked_generation: int = 0) -> None:
             await asyncio.gather(*copies)
         except Exception as e:
             log.error("REPLICATION: the adopted messages of %s have no quorum of copies here (%s): "
-                      "its other backups keep theirs", owner, e)
+                      "its other backups keep theirs until they ask again once it has", owner, e)
             return
     for peer in others:
         r.pinger[peer].send_once(wire.drop(owner, generation))
@@ -82,11 +87,12 @@ async def _pull(r: "Replicator", peer: str, owner: str, generation: int) -> None
         r.pulls.pop(seq, None)
 
 
-def _deliver(r: "Replicator", owner: str) -> tuple[int, list["asyncio.Future[None]"]]:
+def _deliver(r: "Replicator", owner: str) -> tuple[int, list[tuple[str, int, "asyncio.Future[None]"]]]:
     """Every live message of ``owner`` on this node's topics, and replicated as ours; how
-    many, and what resolves once a quorum of our backups holds them."""
+    many, and the frames that carried them to our backups: topic, seq, and what resolves
+    once a quorum of our backups holds them."""
     count = 0
-    copies: list[asyncio.Future[None]] = []
+    sent: list[tuple[str, int, asyncio.Future[None]]] = []
     # due times in the copies are the owner's wall clock: read against the owner's time
     # now, taken from ours by the offset its last PING showed (0 if none was heard since
     # this node started), and written in ours for our own backups
@@ -109,8 +115,9 @@ def _deliver(r: "Replicator", owner: str) -> tuple[int, list["asyncio.Future[Non
         if not r.replicates(topic_name):  # one copy of this topic here: ours alone
             continue
         for start in range(0, len(live), PULL_BATCH):
-            copies.append(r.replicate_entries(topic_name, [_in_our_clock(item.entry, offset)
-                                                           for item in live[start:start + PULL_BATCH]]))
+            seq, copied = r.replicate_entries(topic_name, [_in_our_clock(item.entry, offset)
+                                                           for item in live[start:start + PULL_BATCH]])
+            sent.append((topic_name, seq, copied))
         for channel in topic.channels:
             if is_ephemeral(channel):
                 continue
@@ -121,7 +128,7 @@ def _deliver(r: "Replicator", owner: str) -> tuple[int, list["asyncio.Future[Non
         for item in live:  # a REQ's delay, for our backups too
             for channel, due_ms in item.due.items():
                 r.requeued(topic_name, channel, item.entry.payload[ID_SLICE], (due_ms + offset) / 1000)
-    return count, copies
+    return count, sent
 
 
 def _in_our_clock(entry: Entry, offset: int) -> Entry:

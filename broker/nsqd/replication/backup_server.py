@@ -32,8 +32,9 @@ class BackupSide:
     # owner -> how far our wall clock is ahead of its (ms), from its last PING: the due
     # times of its copies are in its clock, and an adoption reads them in ours
     clock_offsets: dict[str, int] = field(default_factory=dict)
-    # a holder of a lost owner's copies asks us, its first live backup, to adopt them
-    asked_to_adopt: Callable[[list[AdoptRequest]], None] = lambda requests: None
+    # a holder of a lost owner's copies (the first argument) asks us, its first live
+    # backup, to adopt them
+    asked_to_adopt: Callable[[str, list[AdoptRequest]], None] = lambda holder, requests: None
     # a peer's PING says its peer list's epoch and the epoch it is settled at
     membership_heard: Callable[[str, int, int], None] = lambda peer, epoch, settled: None
 
@@ -132,7 +133,7 @@ class BackupConnection(asyncio.Protocol):
             if frame.clock_ms:
                 self.side.clocked(self.owner, frame.clock_ms)
             if frame.adopt:
-                self.side.asked_to_adopt(frame.adopt)
+                self.side.asked_to_adopt(self.owner, frame.adopt)
             self.side.membership_heard(self.owner, frame.epoch, frame.settled)
         else:
             raise wire.WireError(f"unexpected {kind.name} from an owner")

@@ -131,6 +131,10 @@ class Replicator:
         self._moves: dict[str, _Move] = {}  # held topics whose backups changed with the peer list
         self._settled = self.membership.settled.get(self.node, self.membership.epoch)
         self.adopted: dict[str, int] = {}  # owner -> messages adopted from it
+        # owner -> (generation, [(topic, seq)]): the frames our last adoption of it sent
+        # its messages in, to our backups; once a quorum holds them, a holder that asks
+        # us to adopt that generation again is told to DROP its copies
+        self.adoptions_sent: dict[str, tuple[int, list[tuple[str, int]]]] = {}
         self._adopting: set[str] = set()
         self.pulls: dict[int, asyncio.Future[None]] = {}
         self.pull_progress: dict[str, float] = {}  # peer -> when it last sent a frame of a PULL's answer
@@ -494,7 +498,7 @@ class Replicator:
         if not self.replicates(name):
             return
         self.topic_deleted(name)
-        await self.replicate_entries(name, [])
+        await self.replicate_entries(name, [])[1]
 
     async def close(self) -> None:
         if self._closed:
@@ -526,12 +530,19 @@ class Replicator:
         self.store.write_soon()
         return self._send_append(topic, seq, frame)
 
-    def replicate_entries(self, topic: str, entries: list[Entry]) -> "asyncio.Future[None]":
-        """Copies of messages this node took over (each keeps its due time)."""
+    def replicate_entries(self, topic: str, entries: list[Entry]) -> tuple[int, "asyncio.Future[None]"]:
+        """Copies of messages this node took over (each keeps its due time): the seq
+        they were sent with, and what resolves once a quorum holds them."""
         seq = next(self._seqs)
         frame = wire.append(seq, topic, entries)
         self._own(Frame(Kind.APPEND, seq, topic=topic, entries=entries), frame)
-        return self._send_append(topic, seq, frame)
+        return seq, self._send_append(topic, seq, frame)
+
+    def quorum_holds(self, topic: str, seq: int) -> bool:
+        """Whether enough of ``topic``'s backups acknowledged every frame up to ``seq``
+        for a quorum, this node being one copy (ACKs are cumulative)."""
+        route = self._route(topic)
+        return self.tracker.holding(seq, route.peers) >= route.need
 
     def _send_append(self, topic: str, seq: int, frame: bytes) -> "asyncio.Future[None]":
         route = self._route(topic)
@@ -775,10 +786,27 @@ class Replicator:
                 asks.setdefault(adopter, []).append(wire.AdoptRequest(owner, generation, begun))
         return asks
 
-    def _asked_to_adopt(self, requests: list[wire.AdoptRequest]) -> None:
+    def _asked_to_adopt(self, holder: str, requests: list[wire.AdoptRequest]) -> None:
         now = time.monotonic()
         for request in requests:
             self._adoption_asked[request.owner] = (request.generation, request.fenced, now)
+            self._drop_if_adopted(holder, request.owner, request.generation)
+
+    def _drop_if_adopted(self, holder: str, owner: str, generation: int) -> None:
+        """A holder asks us to adopt copies of a generation we adopted already: it missed
+        the adoption's DROP (cut off before the adopted messages had their quorum, which
+        then was not waited for, or down when it was sent). Once a quorum of our backups
+        holds what we adopted, its copies are not needed and would be adopted a second
+        time should we be lost: it is told DROP (until then it asks at every ping)."""
+        sent = self.adoptions_sent.get(owner)
+        if sent is None or sent[0] < generation or self.generations.announced_for(owner) < sent[0]:
+            return
+        if all(self.quorum_holds(topic, seq) for topic, seq in sent[1]):
+            link = self.pinger.get(holder)
+            if link is not None:
+                log.info("REPLICATION: %s still holds copies of %s (generation %d) adopted here: DROP",
+                         holder, owner, generation)
+                link.send_once(wire.drop(owner, sent[0]))
 
     def _adopt_when_asked(self, now: float) -> None:
         """A holder asked us to adopt an owner: we do if the holder fenced its generation
@@ -793,7 +821,7 @@ class Replicator:
             if owner == self.node or owner in self._adopting:
                 continue
             if self.generations.announced_for(owner) >= generation:
-                continue  # adopted here already: the holder is told DROP once a quorum holds it
+                continue  # adopted here already: the holder is told DROP once a quorum holds it (above)
             if not fenced and (self.store.held(owner) or self.alive(owner) or not all(
                     self.alive(b) for b in self.holders_of(owner, self.replicas))):
                 continue

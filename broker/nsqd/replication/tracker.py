@@ -65,6 +65,10 @@ class AckTracker:
             if not waiting.future.done():
                 waiting.future.set_result(None)
 
+    def holding(self, seq: int, peers: tuple[str, ...]) -> int:
+        """How many of ``peers`` acknowledged every frame up to ``seq`` they were sent."""
+        return sum(1 for peer in peers if self._through.get(peer, 0) >= seq)
+
     def expire(self, now: float) -> int:
         """Fail every publish past its deadline; how many."""
         expired = [seq for seq, w in self._waiting.items() if w.deadline <= now]
