@@ -15,6 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import pinning
+from cpu_limit import CpuLimit
 from fleet import cpu_times
 
 HOST = "127.0.0.1"
@@ -53,17 +54,22 @@ def free_port() -> int:
 
 
 class Server:
-    """One nsqd process, watched for peak RSS and CPU time."""
+    """One nsqd process, watched for peak RSS and CPU time; under ``cpu_limit`` CPUs (a
+    cgroup's quota, as a pod's CPU limit) when given."""
 
-    def __init__(self, command: str, flags: list[str]) -> None:
+    def __init__(self, command: str, flags: list[str], cpu_limit: float | None = None) -> None:
         self.tmp = tempfile.TemporaryDirectory(prefix="nsq-bench-")
+        self.limit = CpuLimit(cpu_limit) if cpu_limit else None
         self.tcp, self.http = free_port(), free_port()
         argv = shlex.split(command) + [f"--tcp-address={HOST}:{self.tcp}", f"--http-address={HOST}:{self.http}",
                                        f"--data-path={self.tmp.name}", *flags]
-        self.proc = subprocess.Popen(pinning.server_argv(argv), env=pinning.server_env(),
+        argv = pinning.server_argv(argv)
+        self.proc = subprocess.Popen(self.limit.argv(argv) if self.limit else argv, env=pinning.server_env(),
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         self.peak_rss = 0
+        self.throttled = 0.0
         self._stop = threading.Event()
+        self.cpu0 = 0.0
         deadline = time.monotonic() + 20
         while True:
             try:
@@ -71,6 +77,7 @@ class Server:
                     break
             except OSError:
                 if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.close()
                     raise RuntimeError(f"{command} did not start")
                 time.sleep(0.05)
         self.cpu0 = self.cpu_seconds()
@@ -125,6 +132,9 @@ class Server:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
         self.tmp.cleanup()
+        if self.limit:
+            self.throttled = self.limit.throttled_seconds()
+            self.limit.close()
         return cpu
 
 

@@ -4,12 +4,16 @@ unreplicated. Prints figures, asserts nothing.
 
     .venv/bin/python bench/replication.py [--runs 3] [--scale 1.0] [--only pub_8,pub_32,mpub_200,mpub_200_fin]
     .venv/bin/python bench/replication.py --flags=--sync-before-ack   # durable mode everywhere but Go
+    sudo .venv/bin/python bench/replication.py --node-cpu 0.5         # each nsqd limited as a pod to 500m
 
 Every nsqd of a row runs on this machine, so a replicated row's backups take CPU from
 the owner (on 2 cores, 3 nsqds and the load generator share them): the CPU columns,
 microseconds of CPU per message in the owner and in its backups together, tell what
-the rate would be with a machine per nsqd. Each run starts fresh processes; a row is
-the median of the runs.
+the rate would be with a machine per nsqd. ``--node-cpu`` gives each nsqd (Go's too) a
+cgroup CPU quota of its own, what kubelet gives a pod with that CPU limit, so that each
+gets what a node of that size would give it and the rates compare nodes of equal size
+(the load generator is not limited; loopback's receive work is still counted on the
+sending nsqd). Each run starts fresh processes; a row is the median of the runs.
 """
 from __future__ import annotations
 
@@ -37,18 +41,18 @@ WORKLOADS = {
 SETUPS = ["go", "ours", "ours_r2", "ours_r3"]
 
 
-def start(setup: str, flags: list[str]) -> list[Server]:
+def start(setup: str, flags: list[str], node_cpu: float | None = None) -> list[Server]:
     if setup == "go":
-        return [Server(reference_nsqd(), [])]
+        return [Server(reference_nsqd(), [], node_cpu)]
     if setup == "ours":
-        return [Server(OURS, flags)]
+        return [Server(OURS, flags, node_cpu)]
     replicas = int(setup[-1])
     peers = [f"{HOST}:{free_port()}" for _ in range(3)]
     common = [f"--replication-peer={','.join(peers)}", f"--topic-replicas={replicas}", *flags]
     servers: list[Server] = []
     try:
         for peer in peers:
-            servers.append(Server(OURS, [f"--replication-address={peer}", *common]))
+            servers.append(Server(OURS, [f"--replication-address={peer}", *common], node_cpu))
     except BaseException:
         for server in servers:
             server.close()
@@ -56,9 +60,10 @@ def start(setup: str, flags: list[str]) -> list[Server]:
     return servers
 
 
-def run_one(pool: "mp.pool.Pool", setup: str, name: str, scale: float, flags: list[str]) -> dict:
+def run_one(pool: "mp.pool.Pool", setup: str, name: str, scale: float, flags: list[str],
+            node_cpu: float | None = None) -> dict:
     total = max(1000, int(WORKLOADS[name][1] * scale))
-    servers = start(setup, flags)
+    servers = start(setup, flags, node_cpu)
     owner = servers[0]
     topic = f"bench-{name}"
     try:
@@ -106,16 +111,20 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every message count")
     parser.add_argument("--only", default="", help="comma-separated workloads")
     parser.add_argument("--flags", default="", help="extra flags for our nsqds, comma-separated")
+    parser.add_argument("--node-cpu", type=float, default=None,
+                        help="CPUs each nsqd may use (a cgroup quota, as a pod's CPU limit; needs root)")
     args = parser.parse_args()
     flags = [f for f in args.flags.split(",") if f]
     names = [w for w in WORKLOADS if not args.only or w in args.only.split(",")]
     setups = [s for s in SETUPS if s != "go" or reference_nsqd()]
+    if args.node_cpu:
+        print(f"each nsqd limited to {args.node_cpu:g} CPU (cgroup quota), the load generator not")
     print(f"{'workload':<17}{'setup':<9}{'msgs/s':>10}{'vs ours':>9}{'p50 ms':>9}{'p99 ms':>9}"
           f"{'owner us/msg':>14}{'backups us/msg':>16}   what")
     with mp.get_context("spawn").Pool(8) as pool:
         pool.map(ready, range(64))
         for name in names:
-            rows = {setup: [run_one(pool, setup, name, args.scale, flags) for _ in range(args.runs)]
+            rows = {setup: [run_one(pool, setup, name, args.scale, flags, args.node_cpu) for _ in range(args.runs)]
                     for setup in setups}
             base = median(rows["ours"], "rate")
             for setup in setups:

@@ -31,6 +31,7 @@ def _load(name: str) -> ModuleType:
 
 loadgen = _load("loadgen")
 fleet = _load("fleet")
+cpu_limit = _load("cpu_limit")
 
 @pytest.fixture(scope="module")
 def cwriter(tmp_path_factory: pytest.TempPathFactory) -> str:
@@ -114,3 +115,28 @@ def test_the_null_server_answers_ok_to_each_publish(tmp_path: Path, cwriter: str
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def _can_limit_cpu() -> bool:
+    try:
+        cpu_limit.CpuLimit(0.5).close()
+        return True
+    except (OSError, RuntimeError):
+        return False
+
+
+@pytest.mark.skipif(not _can_limit_cpu(), reason="needs a writable cgroup cpu controller (root)")
+def test_a_process_under_a_cpu_limit_gets_that_share_of_a_cpu_and_its_cgroup_goes_with_it() -> None:
+    import time
+    limit = cpu_limit.CpuLimit(0.2)
+    # the child spins until it has used 0.2 s of CPU: alone on a CPU that takes 0.2 s, under
+    # 20 ms per 100 ms period at least 0.9 s
+    spin = "import time\nwhile time.process_time() < 0.2: pass"
+    started = time.monotonic()
+    done = subprocess.run(limit.argv([sys.executable, "-c", spin]), timeout=30)
+    took = time.monotonic() - started
+    assert done.returncode == 0
+    assert took >= 0.7, f"0.2 s of CPU took {took:.2f} s: not held to a fifth of a CPU"
+    assert limit.throttled_seconds() > 0
+    limit.close()
+    assert not limit.path.exists()
