@@ -88,6 +88,8 @@ async def secure(tmp_path: Path) -> AsyncIterator[tuple[OperatorUnderTest, FakeC
         backstage.stop()
         if backstage.kubelet_errors:
             print("test kubelet errors:", *backstage.kubelet_errors, sep="\n  ")
+        if issuer.errors:
+            print("test cert-manager errors:", *map(repr, issuer.errors), sep="\n  ")
 
 
 def served_certificate(operator: OperatorUnderTest, pod: str) -> bytes:

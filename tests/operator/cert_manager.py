@@ -86,12 +86,13 @@ class FakeCertManager:
     namespace: str
     ca: TestCa = field(default_factory=TestCa)
     issued: dict[str, int] = field(default_factory=dict)  # Certificate -> how many times issued
+    errors: list[BaseException] = field(default_factory=list)  # passes that failed (the next one tries again)
     _wanted: set[str] = field(default_factory=set)  # Certificates to issue again
     _task: asyncio.Task[None] | None = None
     _session: aiohttp.ClientSession | None = None
 
     async def start(self) -> "FakeCertManager":
-        self._session = aiohttp.ClientSession(headers=ADMIN)
+        self._session = aiohttp.ClientSession(headers=ADMIN, timeout=aiohttp.ClientTimeout(total=5))
         self._task = asyncio.create_task(self._run(), name="fake-cert-manager")
         return self
 
@@ -107,7 +108,14 @@ class FakeCertManager:
 
     async def _run(self) -> None:
         while True:
-            await self._pass()
+            try:
+                await self._pass()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                # as cert-manager's controller: a failed pass (an API server slow or
+                # dropping a kept-alive connection under load) is retried, not the end
+                self.errors.append(e)
             await asyncio.sleep(POLL)
 
     def _url(self, path: str) -> str:

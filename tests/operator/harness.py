@@ -259,7 +259,10 @@ class OperatorUnderTest:
             status = (obj or {}).get("status") or {}
             c = next((c for c in status.get("conditions") or [] if c["type"] == "Ready"), None)
             current = status.get("observedGeneration") == obj["metadata"]["generation"] if obj else False
-            return obj if c and c["status"] == "True" and current else None
+            if c and c["status"] == "True" and current:
+                return obj
+            # not yet: what the status says, for the message should it never be
+            raise AssertionError(f"observed generation current: {current}, conditions: {status.get('conditions')}")
         return await self.until(probe, timeout, f"{kind} {name} Ready")
 
     # -- the real processes behind the pods ----------------------------------------------
