@@ -67,7 +67,6 @@ class Server:
         self.proc = subprocess.Popen(self.limit.argv(argv) if self.limit else argv, env=pinning.server_env(),
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         self.peak_rss = 0
-        self.throttled = 0.0
         self._stop = threading.Event()
         self.cpu0 = 0.0
         deadline = time.monotonic() + 20
@@ -133,7 +132,6 @@ class Server:
             self.proc.wait()
         self.tmp.cleanup()
         if self.limit:
-            self.throttled = self.limit.throttled_seconds()
             self.limit.close()
         return cpu
 
