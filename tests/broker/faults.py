@@ -17,10 +17,11 @@ group, so the wrapper and nsqd end together."""
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any, Sequence
 
-from tests.servers import Nsqd
+from tests.servers import Nsqd, wait_for
 
 STRACE = "/usr/bin/strace"
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"  # the threads-safe build
@@ -96,7 +97,6 @@ def clock_offset(node: Nsqd) -> float:
 
 def wait_clock_seen(node: Nsqd, clock: FakeClock, timeout: float = 10.0) -> None:
     """Until nsqd's clock shows ``clock``'s offset (libfaketime re-reads it within 1 s)."""
-    from tests.servers import wait_for
     wait_for(lambda: abs(clock_offset(node) - clock.offset) < 3, timeout,
              message=f"nsqd's clock {clock.offset:+d}s off")
 
@@ -109,18 +109,14 @@ class WorkerFsyncStall:
     acknowledgements stall and nothing else does."""
 
     def __init__(self, pid: int, delay_us: int) -> None:
-        import subprocess
-        import time
         tasks = sorted(int(t.name) for t in Path(f"/proc/{pid}/task").iterdir() if int(t.name) != pid)
         assert tasks, f"process {pid} has no thread but its main one"
         attach = [arg for tid in tasks for arg in ("-p", str(tid))]
         self.proc = subprocess.Popen([shutil.which("strace") or STRACE, "-qq", "-o", "/dev/null",
                                       "-e", "trace=fsync,fdatasync",
                                       "-e", f"inject=fsync,fdatasync:delay_enter={delay_us}:when=1..1", *attach])
-        deadline = time.monotonic() + 10
-        while not all(_traced(pid, tid) for tid in tasks):  # attached to all before going on
-            assert self.proc.poll() is None and time.monotonic() < deadline, "strace did not attach"
-            time.sleep(0.01)
+        wait_for(lambda: all(_traced(pid, tid) for tid in tasks), 10, interval=0.01,
+                 message="strace attached to every worker thread")
 
     def close(self) -> None:
         self.proc.terminate()  # strace detaches, and a delayed call goes on
