@@ -120,7 +120,8 @@ class Replicator:
                                      max_buffered=o.replication_buffer_bytes,
                                      on_frame=self._from_backup, on_ack=self._acked,
                                      greeting=functools.partial(self._greeting, peer),
-                                     generation=self._generation, incarnation=self.generations.incarnation)
+                                     generation=self._generation, incarnation=self.generations.incarnation,
+                                     on_lost=self._backup_lost)
                       for peer in self.backups}
         # every peer pings us through its own link: heard[peer] is when we last heard it.
         # A peer not heard since our start gets STARTUP_GRACE failover timeouts more: in
@@ -282,7 +283,8 @@ class Replicator:
         return PeerLink(self.node, peer, max_buffered=self.nsqd.options.replication_buffer_bytes,
                         on_frame=self._from_backup, on_ack=self._acked,
                         greeting=functools.partial(self._greeting, peer),
-                        generation=self._generation, incarnation=self.generations.incarnation)
+                        generation=self._generation, incarnation=self.generations.incarnation,
+                        on_lost=self._backup_lost)
 
     def change_membership(self, peers: Sequence[str], epoch: int, started: bool = True) -> bool:
         """The peer list of ``epoch`` replaces the current one; whether it changed. This
@@ -546,15 +548,29 @@ class Replicator:
 
     def _send_append(self, topic: str, seq: int, frame: bytes) -> "asyncio.Future[None]":
         route = self._route(topic)
-        for link in route.links:
-            link.send_append(seq, frame)
+        self._to_backups(route, frame, seq)
         return self.tracker.add(seq, route.need, route.peers, time.monotonic() + self.timeout)
+
+    @staticmethod
+    def _to_backups(route: _Route, frame: bytes, seq: int = 0) -> None:
+        """``frame`` to each backup of ``route``, in order with what it was sent before:
+        at this loop turn's end to the backups a quorum is had from (the first in sync,
+        and any before them), lazily to the rest (the third copy of three trails by at
+        most the link's ``LAZY_DELAY``)."""
+        eager = route.need
+        for link in route.links:
+            lazy = not eager
+            if eager and link.state == "in_sync":
+                eager -= 1
+            if seq:
+                link.send_append(seq, frame, lazy)
+            else:
+                link.send_after(frame, lazy)
 
     def finished(self, topic: str, channel: str, ids: list[bytes]) -> None:
         frame = wire.fin(topic, channel, ids)
         self._own(Frame(Kind.FIN, topic=topic, channel=channel, ids=ids), frame)
-        for link in self._route(topic).links:
-            link.send_after(frame)
+        self._to_backups(self._route(topic), frame)
 
     def channels_changed(self, topic: str) -> None:
         names = self._channel_names(topic)
@@ -569,8 +585,7 @@ class Replicator:
     def _send(self, frame: Frame, raw: bytes) -> None:
         """A change of the channels' state, to the backups in order with the messages."""
         self._own(frame, raw)
-        for link in self._route(frame.topic).links:
-            link.send_after(raw)
+        self._to_backups(self._route(frame.topic), raw)
 
     def _empty(self, topic: str, channel: str, ids: list[bytes]) -> None:
         for batch in _batches(ids):
@@ -668,6 +683,12 @@ class Replicator:
             waiter = self.pulls.pop(frame.seq, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(None)
+
+    def _backup_lost(self) -> None:
+        """A backup's connection went: what the others hold lazily is written now, since
+        their ACKs may be the ones a quorum waits for."""
+        for link in self.links.values():
+            link.flush_held()
 
     def _acked(self, peer: str, seq: int) -> None:
         link = self.links.get(peer)
