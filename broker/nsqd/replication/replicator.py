@@ -44,6 +44,7 @@ STARTUP_GRACE = 4  # failover timeouts added, at start, for peers not heard from
 EMPTY_BATCH = 65536  # IDs in one EMPTY frame (1 MiB)
 APPEND_BATCH = 500  # messages in one APPEND frame of a topic's queues read back
 STARTUP_SILENCE = 2  # failover timeouts a node with an empty data path waits before joining
+LAG_MARGIN = 64  # frames a backup lags beyond another in sync before that one is written first
 
 
 class _Route:
@@ -554,18 +555,14 @@ class Replicator:
     @staticmethod
     def _to_backups(route: _Route, frame: bytes, seq: int = 0) -> None:
         """``frame`` to each backup of ``route``, in order with what it was sent before:
-        at this loop turn's end to the backups a quorum is had from (the first in sync,
-        and any before them), lazily to the rest (the third copy of three trails by at
-        most the link's ``LAZY_DELAY``)."""
-        eager = route.need
+        at this loop turn's end to the backups a quorum is had from, lazily to the rest
+        (the third copy of three trails by at most the link's ``LAZY_DELAY``)."""
+        eager = _quorum_links(route)
         for link in route.links:
-            lazy = not eager
-            if eager and link.state == "in_sync":
-                eager -= 1
             if seq:
-                link.send_append(seq, frame, lazy)
+                link.send_append(seq, frame, link not in eager)
             else:
-                link.send_after(frame, lazy)
+                link.send_after(frame, link not in eager)
 
     def finished(self, topic: str, channel: str, ids: list[bytes]) -> None:
         frame = wire.fin(topic, channel, ids)
@@ -894,6 +891,27 @@ class Replicator:
             "fenced": dict(self.generations.announced),
             "clock_offsets_ms": dict(self.backup_side.clock_offsets),
         }
+
+
+def _quorum_links(route: _Route) -> tuple[PeerLink, ...]:
+    """The backups a publish's quorum is expected from: the first ``need`` in sync, in
+    ring order, but for one that lags the least behind one by more than ``LAG_MARGIN``
+    frames (a slow disk), which gives way to it. All of them while too few are in sync."""
+    links = route.links
+    if route.need >= len(links):
+        return links
+    if route.need == 1:  # 3 replicas, every publish: no list made
+        chosen = None
+        for link in links:
+            if link.state == "in_sync" and (chosen is None or chosen.lag > link.lag + LAG_MARGIN):
+                chosen = link
+        return links if chosen is None else (chosen,)
+    in_sync = [link for link in links if link.state == "in_sync"]
+    if len(in_sync) < route.need:
+        return links
+    least = min(link.lag for link in in_sync)
+    in_sync.sort(key=lambda link: link.lag > least + LAG_MARGIN)  # stable: ring order otherwise
+    return tuple(in_sync[:route.need])
 
 
 def _batches(ids: list[bytes]) -> Iterator[list[bytes]]:
