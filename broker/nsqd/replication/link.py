@@ -20,10 +20,6 @@ from .wire import Frame, Kind
 log = logging.getLogger("nsqd")
 
 RECONNECT_DELAY = 0.2
-# a frame no publish waits for this backup's ACK of (a quorum is had from the others)
-# is written within this long, with what follows it, or once this much is held
-LAZY_DELAY = 0.005
-LAZY_BYTES = 256 * 1024
 _SNAPSHOT_OPEN = 1 << 64  # a snapshot is being sent: no ACK counts until its SYNCED's
 
 
@@ -31,13 +27,12 @@ class PeerLink(asyncio.Protocol):
     def __init__(self, node: str, peer: str, *, max_buffered: int,
                  on_frame: Callable[[str, Frame], None], on_ack: Callable[[str, int], None],
                  greeting: Callable[[], list[bytes]], generation: Callable[[], int] = lambda: 0,
-                 incarnation: str = "", on_lost: Callable[[], None] = lambda: None) -> None:
+                 incarnation: str = "") -> None:
         self.node = node
         self.peer = peer
         self._on_frame = on_frame  # every frame but ACK
         self._on_ack = on_ack  # the highest ACK of a read (they are cumulative), after the link's own bookkeeping
         self._greeting = greeting  # frames a fresh connection starts with (CHANNELS)
-        self._on_lost = on_lost
         self._generation = generation
         self._incarnation = incarnation
         self.max_buffered = max_buffered
@@ -53,58 +48,33 @@ class PeerLink(asyncio.Protocol):
         self._task: asyncio.Task[None] | None = None
         self._lost: asyncio.Event = asyncio.Event()
         self._closing = False
-        self._outgoing: list[bytes] = []  # written together at the end of this loop turn (or lazily)
-        self._lazy_bytes = 0
-        self._flush_due = False
-        self._lazy_timer: asyncio.TimerHandle | None = None
+        self._outgoing: list[bytes] = []  # written together at the end of this loop turn
         self._writing_paused = False  # the transport's buffer is over its high-water mark
         self._writable = asyncio.Event()
 
     # -- sending ----------------------------------------------------------------
-    def send_append(self, seq: int, frame: bytes, lazy: bool = False) -> None:
+    def send_append(self, seq: int, frame: bytes) -> None:
         self.unacked.keep_append(seq, frame)
-        self._send(frame, lazy)
+        self._send(frame)
 
-    def send_after(self, frame: bytes, lazy: bool = False) -> None:
+    def send_after(self, frame: bytes) -> None:
         """A FIN or CHANNELS: ordered after the APPENDs already sent."""
         self.unacked.keep_after(frame)
-        self._send(frame, lazy)
+        self._send(frame)
 
     def send_once(self, frame: bytes) -> None:
         """PING, PULL: not worth resending."""
         self._send(frame)
 
-    def _send(self, frame: bytes, lazy: bool = False) -> None:
-        """Frames of one loop turn (many publishers' at once) leave in one write; a lazy
-        one waits up to ``LAZY_DELAY`` for more (or for a frame that is not lazy): a
-        backup whose ACK no publish needs is written to, and woken, a few times per
-        ``LAZY_DELAY`` instead of at every loop turn."""
+    def _send(self, frame: bytes) -> None:
+        """Frames of one loop turn (many publishers' at once) leave in one write."""
         if self._transport is None:
             return
+        if not self._outgoing:
+            asyncio.get_running_loop().call_soon(self._flush)
         self._outgoing.append(frame)
-        if lazy:
-            self._lazy_bytes += len(frame)
-            if self._lazy_bytes < LAZY_BYTES:
-                if self._lazy_timer is None:
-                    self._lazy_timer = asyncio.get_running_loop().call_later(LAZY_DELAY, self._lazy_due)
-                return
-        if not self._flush_due:
-            self._flush_due = True
-            asyncio.get_running_loop().call_soon(self._flush)
-
-    def _lazy_due(self) -> None:
-        self._lazy_timer = None
-        self._flush()
-
-    def flush_held(self) -> None:
-        """Write what waits lazily now (another backup was lost: this one's ACKs count)."""
-        if self._outgoing and not self._flush_due:
-            self._flush_due = True
-            asyncio.get_running_loop().call_soon(self._flush)
 
     def _flush(self) -> None:
-        self._flush_due = False
-        self._lazy_bytes = 0
         frames, self._outgoing = self._outgoing, []
         if self._transport is not None and frames:
             self._transport.write(b"".join(frames) if len(frames) > 1 else frames[0])
@@ -177,7 +147,6 @@ class PeerLink(asyncio.Protocol):
         self.unacked = ResendBuffer(self.max_buffered)
         self._missed_at_sync = 0
         self._outgoing = []
-        self._lazy_bytes = 0
         if self._transport is not None:
             self._transport.close()
 
@@ -216,7 +185,6 @@ class PeerLink(asyncio.Protocol):
         # are now (a restarted owner's backups learn them before its next FIN)
         out = [wire.hello(self.node, self._generation(), self._incarnation), *self.unacked.frames(), *self._greeting()]
         self._outgoing = []  # in the resend buffer already, or not worth resending
-        self._lazy_bytes = 0
         self._transport.write(b"".join(out))  # type: ignore[union-attr]
 
     def data_received(self, data: bytes) -> None:
@@ -258,7 +226,6 @@ class PeerLink(asyncio.Protocol):
         self._writing_paused = False
         self._writable.set()  # a snapshot streaming to it ends
         self._lost.set()
-        self._on_lost()
 
     def ping(self, adopt: Sequence[wire.AdoptRequest] = (), epoch: int = 0, settled: int = 0) -> None:
         self.send_once(wire.ping(int(time.time() * 1000), adopt, epoch, settled))

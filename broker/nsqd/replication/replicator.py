@@ -44,7 +44,6 @@ STARTUP_GRACE = 4  # failover timeouts added, at start, for peers not heard from
 EMPTY_BATCH = 65536  # IDs in one EMPTY frame (1 MiB)
 APPEND_BATCH = 500  # messages in one APPEND frame of a topic's queues read back
 STARTUP_SILENCE = 2  # failover timeouts a node with an empty data path waits before joining
-LAG_MARGIN = 64  # frames a backup lags beyond another in sync before that one is written first
 
 
 class _Route:
@@ -121,8 +120,7 @@ class Replicator:
                                      max_buffered=o.replication_buffer_bytes,
                                      on_frame=self._from_backup, on_ack=self._acked,
                                      greeting=functools.partial(self._greeting, peer),
-                                     generation=self._generation, incarnation=self.generations.incarnation,
-                                     on_lost=self._backup_lost)
+                                     generation=self._generation, incarnation=self.generations.incarnation)
                       for peer in self.backups}
         # every peer pings us through its own link: heard[peer] is when we last heard it.
         # A peer not heard since our start gets STARTUP_GRACE failover timeouts more: in
@@ -284,8 +282,7 @@ class Replicator:
         return PeerLink(self.node, peer, max_buffered=self.nsqd.options.replication_buffer_bytes,
                         on_frame=self._from_backup, on_ack=self._acked,
                         greeting=functools.partial(self._greeting, peer),
-                        generation=self._generation, incarnation=self.generations.incarnation,
-                        on_lost=self._backup_lost)
+                        generation=self._generation, incarnation=self.generations.incarnation)
 
     def change_membership(self, peers: Sequence[str], epoch: int, started: bool = True) -> bool:
         """The peer list of ``epoch`` replaces the current one; whether it changed. This
@@ -549,25 +546,15 @@ class Replicator:
 
     def _send_append(self, topic: str, seq: int, frame: bytes) -> "asyncio.Future[None]":
         route = self._route(topic)
-        self._to_backups(route, frame, seq)
-        return self.tracker.add(seq, route.need, route.peers, time.monotonic() + self.timeout)
-
-    @staticmethod
-    def _to_backups(route: _Route, frame: bytes, seq: int = 0) -> None:
-        """``frame`` to each backup of ``route``, in order with what it was sent before:
-        at this loop turn's end to the backups a quorum is had from, lazily to the rest
-        (the third copy of three trails by at most the link's ``LAZY_DELAY``)."""
-        eager = _quorum_links(route)
         for link in route.links:
-            if seq:
-                link.send_append(seq, frame, link not in eager)
-            else:
-                link.send_after(frame, link not in eager)
+            link.send_append(seq, frame)
+        return self.tracker.add(seq, route.need, route.peers, time.monotonic() + self.timeout)
 
     def finished(self, topic: str, channel: str, ids: list[bytes]) -> None:
         frame = wire.fin(topic, channel, ids)
         self._own(Frame(Kind.FIN, topic=topic, channel=channel, ids=ids), frame)
-        self._to_backups(self._route(topic), frame)
+        for link in self._route(topic).links:
+            link.send_after(frame)
 
     def channels_changed(self, topic: str) -> None:
         names = self._channel_names(topic)
@@ -582,7 +569,8 @@ class Replicator:
     def _send(self, frame: Frame, raw: bytes) -> None:
         """A change of the channels' state, to the backups in order with the messages."""
         self._own(frame, raw)
-        self._to_backups(self._route(frame.topic), raw)
+        for link in self._route(frame.topic).links:
+            link.send_after(raw)
 
     def _empty(self, topic: str, channel: str, ids: list[bytes]) -> None:
         for batch in _batches(ids):
@@ -680,12 +668,6 @@ class Replicator:
             waiter = self.pulls.pop(frame.seq, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(None)
-
-    def _backup_lost(self) -> None:
-        """A backup's connection went: what the others hold lazily is written now, since
-        their ACKs may be the ones a quorum waits for."""
-        for link in self.links.values():
-            link.flush_held()
 
     def _acked(self, peer: str, seq: int) -> None:
         link = self.links.get(peer)
@@ -891,27 +873,6 @@ class Replicator:
             "fenced": dict(self.generations.announced),
             "clock_offsets_ms": dict(self.backup_side.clock_offsets),
         }
-
-
-def _quorum_links(route: _Route) -> tuple[PeerLink, ...]:
-    """The backups a publish's quorum is expected from: the first ``need`` in sync, in
-    ring order, but for one that lags the least behind one by more than ``LAG_MARGIN``
-    frames (a slow disk), which gives way to it. All of them while too few are in sync."""
-    links = route.links
-    if route.need >= len(links):
-        return links
-    if route.need == 1:  # 3 replicas, every publish: no list made
-        chosen = None
-        for link in links:
-            if link.state == "in_sync" and (chosen is None or chosen.lag > link.lag + LAG_MARGIN):
-                chosen = link
-        return links if chosen is None else (chosen,)
-    in_sync = [link for link in links if link.state == "in_sync"]
-    if len(in_sync) < route.need:
-        return links
-    least = min(link.lag for link in in_sync)
-    in_sync.sort(key=lambda link: link.lag > least + LAG_MARGIN)  # stable: ring order otherwise
-    return tuple(in_sync[:route.need])
 
 
 def _batches(ids: list[bytes]) -> Iterator[list[bytes]]:
