@@ -1,5 +1,5 @@
 """Replicated topics on a slow disk: three nsqds with 3 replicas and --sync-before-ack,
-one of them run under strace so that every fsync it makes waits (``faults.py``). Real
+one or two of them run under strace so that every fsync they make waits (``faults.py``). Real
 producers publish under load; the checker reads every message back after the owner's
 kill -9 and proves every acknowledged one delivered at least once, counting duplicates."""
 from __future__ import annotations
@@ -153,3 +153,24 @@ async def test_a_slow_owner_answers_after_its_fsync_and_its_kill_9_loses_nothing
     print(f"\nslow owner killed: {report}, p50 {load.latency(0.5) * 1000:.0f} ms")
     assert not report.lost, f"{len(report.lost)} acknowledged messages lost"
     assert report.duplicates <= 50
+
+
+async def test_both_backups_on_slow_disks_slow_the_publishes_and_the_owners_kill_9_loses_nothing(cluster) -> None:
+    # several nodes' disks slow at once: no quorum is had without a slow fsync, so every
+    # OK waits for one (none fails: --replication-timeout is 2 s), and the adopter,
+    # slow too, pulls from the other slow one
+    slow = faults.slow_fsync(int(SLOW_FSYNC * 1e6))
+    c = cluster(3, sync_before_ack="true", wrap={1: slow, 2: slow})
+    owner, adopter, _ = c.nodes
+    post(owner, "/topic/create?topic=orders")
+    post(owner, "/channel/create?topic=orders&channel=billing")
+    load = Load()
+    await asyncio.gather(*[produce(owner.tcp_address, "orders", f"a{p}", load, batches=15, batch=10, seconds=8)
+                           for p in range(2)])
+    assert not load.failed, load.errors
+    assert load.latency(0.5) >= SLOW_FSYNC * 0.9, f"p50 {load.latency(0.5):.3f}s: a slow fsync was not waited for"
+    await load_until_killed(c, 0, "orders", "b", load, kill_after=len(load.acked) + 100)
+    delivered = await read_back([adopter.tcp_address], "orders", "billing", set(load.acked))
+    report = check(load.acked, delivered, load.failed)
+    print(f"\nboth backups slow, owner killed: {report}, p50 {load.latency(0.5) * 1000:.0f} ms")
+    assert not report.lost, f"{len(report.lost)} acknowledged messages lost"
