@@ -17,6 +17,7 @@ LONGEST_FIRST = (
     "tests/broker/test_replication_failover.py",  # 60 s
     "tests/broker/test_replication_membership.py",  # 55 s
     "tests/pipeline/test_spark_recovery.py",  # 55 s
+    "tests/broker/test_replication_slow_disk.py",  # 40 s
     "e2e/test_operator_rollout.py",  # 37 s
     "e2e/test_operator_tls.py",  # 35 s
     "tests/broker/test_replication_clock.py",  # 37 s
@@ -26,7 +27,6 @@ LONGEST_FIRST = (
     "tests/operator/test_operator_apply.py",  # 26 s
     "tests/broker/test_replication_majority.py",  # 25 s (network namespaces)
     "tests/operator/test_operator_ghosts.py",  # 25 s
-    "tests/broker/test_replication_slow_disk.py",  # 25 s
     "tests/broker/test_durability_shutdown.py",  # 18 s
     "tests/operator/test_operator_long_drain.py",  # 18 s
     "tests/broker/test_durability_faults.py",  # 17 s
