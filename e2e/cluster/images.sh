@@ -127,10 +127,12 @@ previous_image() {
 PROJECT_SOURCES=(Dockerfile pyproject.toml README.md LICENSE image-constraints.txt protocol broker lookupd admin
   client local operator pipeline)
 
-# The hash of those files, committed and not: the image's cache key.
+# The hash of those files, committed and not, and of the date the image is stamped with:
+# the image's cache key. (The same files committed again later, as by a revert, are
+# stamped with the later date: another image.)
 project_source_key() {
-  (cd "${REPO_DIR}" && git ls-files -s "${PROJECT_SOURCES[@]}" && git diff HEAD -- "${PROJECT_SOURCES[@]}") \
-    | sha256sum | cut -c1-12
+  (cd "${REPO_DIR}" && git ls-files -s "${PROJECT_SOURCES[@]}" && git diff HEAD -- "${PROJECT_SOURCES[@]}" \
+    && project_source_date) | sha256sum | cut -c1-12
 }
 
 # The time of the last commit that changed those files: every file time and the image's
