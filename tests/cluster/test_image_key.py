@@ -9,9 +9,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from tests.cluster.kube import REPO
-
-IMAGES_SH = REPO / "e2e" / "cluster" / "images.sh"
+from tests.cluster.test_image import images_sh
 
 
 def git(repo: Path, *args: str, date: str = "2026-01-01T00:00:00Z") -> None:
@@ -28,9 +26,7 @@ def commit(repo: Path, path: str, text: str, date: str) -> None:
 
 
 def key_and_date(repo: Path) -> tuple[str, str]:
-    done = subprocess.run(["bash", "-c", f'source "{IMAGES_SH}" && REPO_DIR="{repo}" && project_source_key '
-                                         '&& project_source_date'], capture_output=True, text=True, check=True)
-    key, date = done.stdout.split()
+    key, date = images_sh(f'REPO_DIR="{repo}" && project_source_key && project_source_date').split()
     return key, date
 
 
