@@ -671,7 +671,9 @@ class NSQD:
             # (a scale-down's handoff keeps it: the backups forget what is handed off)
             await self.replicator.close()
         self.persist_metadata()
-        written = self._persist_topics()
+        written, failed = self._persist_topics()
+        if self.replicator is not None and not failed:
+            self.replicator.stopped_cleanly()
         if self._io_threads is not None:
             self._io_threads.shutdown()
         log.info("NSQ: persisted %d messages to disk", written)
@@ -684,13 +686,14 @@ class NSQD:
         if not keep_http:
             await self.close_http()
 
-    def _persist_topics(self) -> int:
+    def _persist_topics(self) -> tuple[int, bool]:
         """Every topic and channel writes what it holds to its queue and closes it; how many
-        messages were written. The queues are independent, so worker threads write them at
-        once and their fsyncs overlap; the event loop waits meanwhile (no callback can touch
-        a queue while a thread writes it)."""
+        messages were written, and whether some queue failed to. The queues are
+        independent, so worker threads write them at once and their fsyncs overlap; the
+        event loop waits meanwhile (no callback can touch a queue while a thread writes it)."""
         jobs: list[tuple[Topic, Callable[[], int]]] = [
             (topic, job) for topic in list(self.topics.values()) for job in topic.persist_jobs()]
+        failures: list[str] = []
 
         def run(item: tuple[Topic, Callable[[], int]]) -> int:
             topic, job = item
@@ -698,10 +701,11 @@ class NSQD:
                 return job()
             except Exception:
                 log.exception("TOPIC(%s): failed to persist", topic.name)
+                failures.append(topic.name)
                 return 0
         if len(jobs) <= 1:
-            return sum(map(run, jobs))
-        return sum(self._io_pool().map(run, jobs))
+            return sum(map(run, jobs)), bool(failures)
+        return sum(self._io_pool().map(run, jobs)), bool(failures)
 
     async def close_http(self) -> None:
         """The last step of stopping: the HTTP API goes and ``wait_stopped`` returns."""

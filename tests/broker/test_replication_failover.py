@@ -165,3 +165,75 @@ async def test_fins_of_a_consumer_taking_one_message_at_a_time_reach_the_backups
         wait_for(lambda: c.replication(i)["held_copies"].get(c.peers[0]) == 200 - 120, 10,
                  message=f"backup {i} was not told of the finished messages")
     await consumer.stop()
+
+
+async def test_an_owner_killed_and_restarted_at_once_has_what_its_memory_held_adopted(cluster) -> None:
+    """Without --sync-before-ack a kill -9 loses the owner's memory queues; restarted at
+    once (as kubelet restarts a crashed container) it is never missed by its peers. It
+    starts as another life of its data path, so its first backup adopts the copies, and
+    it empties what its disk still held of the topic instead of delivering it twice."""
+    c = cluster(3, replication_failover_timeout="3s", mem_queue_size=100)
+    owner, adopter, other = c.nodes
+    post(owner, "/topic/create?topic=orders")
+    post(owner, "/channel/create?topic=orders&channel=billing")
+    bodies = [b"kept-%04d" % i for i in range(500)]
+    assert (await publish(owner.tcp_address, "orders", bodies, batch=50)).acked == bodies
+    decisions = iter([Fin] * 100 + [Hold] * 20)
+    consumer = await Consumer(owner.tcp_address, "orders", "billing", rdy=20,
+                              decide=lambda d: next(decisions, Hold)).start()
+    await consumer.wait_until(lambda: len(consumer.deliveries) >= 120, 30, "120 deliveries")
+    await consumer.quiesce()
+    finished = set(consumer.finished)
+    for i in (1, 2):
+        wait_for(lambda: c.replication(i)["held_copies"].get(c.peers[0]) == 400, 10,
+                 message=f"backup {i} was not told of the finished messages")
+    await consumer.stop()
+
+    owner.kill()
+    owner.start()  # at once: well within the failover timeout of its last ping
+    # the restarted owner learns of the adoption before it serves (or, if its backups
+    # were slower than its wait for them, empties its topic as soon as it does)
+    wait_for(lambda: owner.get_json("/replication")["generation"] == 2, 15, message="the owner moved on")
+    assert c.replication(1)["adopted"] == {c.peers[0]: 400}
+    consumers = [await Consumer(n.tcp_address, "orders", "billing", rdy=200).start() for n in c.nodes]
+    want = set(bodies) - finished
+    await consumers[1].wait_until(lambda: want <= consumers[1].bodies(), 20, "the 400 owed, by the adopter")
+    for each in consumers:
+        await each.quiesce()
+        await each.stop()
+    delivered = [d.body for each in consumers for d in each.deliveries]
+    assert set(delivered) == want
+    assert len(delivered) == len(want), f"{len(delivered) - len(want)} delivered twice"
+    assert (await publish(owner.tcp_address, "orders", [b"after"])).acked == [b"after"]
+
+
+async def test_an_owner_stopped_cleanly_and_restarted_is_the_same_life(cluster) -> None:
+    """A clean stop writes the memory queues to disk: restarted, the owner is welcomed by
+    its backups as the same life (another would be answered nothing until its copies
+    were adopted), delivers its messages itself, and nothing is adopted."""
+    c = cluster(3, replication_failover_timeout="3s")
+    await _restart_delivers_its_own(c, stop=lambda node: node.stop())
+
+
+async def test_a_durable_owner_killed_and_restarted_at_once_is_the_same_life(cluster) -> None:
+    """With --sync-before-ack every acknowledged message was on disk before its OK."""
+    c = cluster(3, replication_failover_timeout="3s", sync_before_ack="true")
+    await _restart_delivers_its_own(c, stop=lambda node: node.kill())
+
+
+async def _restart_delivers_its_own(c, stop) -> None:
+    owner = c.nodes[0]
+    bodies = [b"kept-%03d" % i for i in range(300)]
+    assert (await publish(owner.tcp_address, "orders", bodies, batch=20)).acked == bodies
+    stop(owner)
+    owner.start()
+    wait_for(lambda: all(b["state"] == "in_sync" for b in owner.get_json("/replication")["backups"]), 15,
+             message="both backups welcomed the owner")
+    assert owner.get_json("/replication")["generation"] == 1
+    consumer = await Consumer(owner.tcp_address, "orders", "c", rdy=300).start()
+    await consumer.wait_until(lambda: set(bodies) <= consumer.bodies(), 20, "the owner's own messages")
+    await consumer.quiesce()
+    await consumer.stop()
+    assert len(consumer.deliveries) == 300
+    for i in (1, 2):
+        assert c.replication(i)["adopted"] == {}

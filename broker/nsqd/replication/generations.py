@@ -14,7 +14,9 @@ Generation numbers alone cannot tell a node's lives apart: one whose data path w
 starts again at 1 and may be moved by a WELCOME to a number it used before. So each data
 path also has an *incarnation*, a random name made with this file and said in HELLO: a
 backup holding live copies of another incarnation of the owner knows they are nobody's
-now, and has them adopted (``backup_server.py``).
+now, and has them adopted (``backup_server.py``). A data path whose last run did not
+stop, without durable mode, lost what its memory queues held: it takes a new name too
+(``run_marker.py``).
 """
 from __future__ import annotations
 
@@ -70,6 +72,13 @@ class Generations:
         if generation > self.fenced.get(owner, 0):
             self.fenced[owner] = generation
             self.save()
+
+    def new_life(self) -> None:
+        """This data path lost messages it had acknowledged (its run before did not stop,
+        and what its memory queues held is gone): it speaks as another incarnation, so
+        that the backups holding their copies have them adopted."""
+        self.incarnation = secrets.token_hex(8)
+        self.save()
 
     def announce(self, owner: str, generation: int) -> None:
         """``owner``'s copies up to ``generation`` are adopted: tell it when it says HELLO."""

@@ -24,7 +24,7 @@ from nsq_protocol.names import is_ephemeral
 
 from ..message import ID_SLICE, item_payload
 from ..options import MAX_TOPIC_REPLICAS
-from . import adoption, queued, ring, wire
+from . import adoption, queued, ring, run_marker, wire
 from .backup_server import BackupConnection, BackupSide, shard_frames
 from .generations import Generations
 from .link import PeerLink
@@ -106,6 +106,11 @@ class Replicator:
         self.backups = ring.backups_of(self.node, own_list, self.widest)
         self._routes: dict[str, _Route] = {}
         self.generations = Generations.load(self.store.path)
+        if not o.sync_before_ack and run_marker.left_running(self.store.path):
+            log.warning("REPLICATION: the last run on this data path did not stop, and what its memory "
+                        "queues held is lost here: starting as another life of it, so that the copies "
+                        "the backups hold of those messages are adopted")
+            self.generations.new_life()
         self.backup_side = BackupSide(self.store, self.generations, self._heard, lambda name: name in self.heard,
                                       asked_to_adopt=self._asked_to_adopt,
                                       membership_heard=self._membership_heard)
@@ -427,6 +432,7 @@ class Replicator:
         nsqd then empties what it loads of replicated topics) before nsqd serves clients."""
         fresh = self.store.fresh()  # no replication state on disk: a new node or a wiped one
         self.store.load()
+        run_marker.mark_running(self.store.path)
         self.store.begin(self.node, self.generations.own)
         loop = asyncio.get_running_loop()
         listen = self.listen_address or self.node
@@ -499,6 +505,10 @@ class Replicator:
             return
         self.topic_deleted(name)
         await self.replicate_entries(name, [])[1]
+
+    def stopped_cleanly(self) -> None:
+        """nsqd wrote every queue to disk: the next start is the same life of this data path."""
+        run_marker.mark_stopped(self.store.path)
 
     async def close(self) -> None:
         if self._closed:
