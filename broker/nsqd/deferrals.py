@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from .group_commit import SyncJob
+from .write_all import append_whole, write_all
 
 COMPACT_SLACK = 1024  # stale lines tolerated before the journal is rewritten
 
@@ -154,10 +155,13 @@ class DeferralStore:
             temp = self._path.with_name(f"{self._path.name}.{random.getrandbits(62)}.tmp")
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             try:
-                os.write(fd, data)
+                write_all(fd, data)
                 os.fsync(fd)
-            finally:
+            except OSError:
                 os.close(fd)
+                temp.unlink(missing_ok=True)
+                raise
+            os.close(fd)
             os.replace(temp, self._path)
             self._file_may_exist = True
             self._sync_directory()
@@ -186,7 +190,7 @@ class DeferralStore:
             if self._fd is None:
                 self._open_journal()
                 assert self._fd is not None
-            os.write(self._fd, line)
+            append_whole(self._fd, line)
         except OSError as error:
             self._log.error("DEFERRALS: cannot append to %s: %s", self._path, error)
             return

@@ -10,6 +10,7 @@ import os
 import re
 from typing import Callable, Sequence
 
+from ..write_all import append_whole
 from .shard import Shard
 from .wire import Frame, Kind, channels as channels_frame, hello, pause as pause_frame, raw_frames, synced
 
@@ -270,17 +271,18 @@ class ReplicaStore:
                 self._compact(owner)
 
     def _write(self) -> list[str]:
-        """Write what was applied since the last commit; the owners written."""
+        """Write what was applied since the last commit; the owners written. A write
+        that fails (a full disk) leaves its log as it was and its frames unwritten, for
+        the next commit to try again."""
         written = []
-        for owner, chunks in self._unwritten.items():
-            if not chunks:
-                continue
-            fd = self._fd(owner)
-            data = b"".join(chunks)
-            os.write(fd, data)
-            self._sizes[owner] = self._sizes.get(owner, 0) + len(data)
-            written.append(owner)
-        self._unwritten.clear()
+        for owner in list(self._unwritten):
+            chunks = self._unwritten[owner]
+            if chunks:
+                data = b"".join(chunks)
+                append_whole(self._fd(owner), data)
+                self._sizes[owner] = self._sizes.get(owner, 0) + len(data)
+                written.append(owner)
+            del self._unwritten[owner]
         return written
 
     def _fd(self, owner: str) -> int:
@@ -290,11 +292,15 @@ class ReplicaStore:
             path = os.path.join(self.path, _file_name(owner))
             fresh = not os.path.exists(path) or os.path.getsize(path) == 0
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            self._fds[owner] = fd
             if fresh:
                 head = hello(owner, self.generation(owner), self.incarnations.get(owner, ""))
-                os.write(fd, head)
+                try:
+                    append_whole(fd, head)
+                except OSError:
+                    os.close(fd)
+                    raise
                 self._sizes[owner] = len(head)
+            self._fds[owner] = fd
         return fd
 
     def _compact(self, owner: str) -> None:
