@@ -13,8 +13,8 @@ import pytest
 LONGEST_FIRST = (
     "tests/pipeline/test_spark_cluster.py",  # about 130 s
     "tests/operator/test_operator_rollout.py",  # 100 s
+    "tests/broker/test_replication_failover.py",  # 95 s
     "tests/operator/test_operator_replication.py",  # 80 s
-    "tests/broker/test_replication_failover.py",  # 60 s
     "tests/broker/test_replication_membership.py",  # 55 s
     "tests/pipeline/test_spark_recovery.py",  # 55 s
     "tests/broker/test_replication_slow_disk.py",  # 40 s
