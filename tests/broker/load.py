@@ -264,3 +264,13 @@ class Consumer:
             await self._conn.close()
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
+
+
+async def finish_then_hold(address: Address, topic: str, channel: str, finish: int, hold: int) -> Consumer:
+    """A consumer that finishes the first ``finish`` messages it gets and keeps the next
+    ``hold`` in flight, returned once it got them all and nsqd took its every FIN."""
+    decisions = iter([Fin] * finish + [Hold] * hold)
+    consumer = await Consumer(address, topic, channel, rdy=hold, decide=lambda d: next(decisions, Hold)).start()
+    await consumer.wait_until(lambda: len(consumer.deliveries) >= finish + hold, 30, f"{finish + hold} deliveries")
+    await consumer.quiesce()
+    return consumer

@@ -56,6 +56,13 @@ class Cluster:
     def replication(self, i: int) -> dict:
         return self.nodes[i].get_json("/replication")
 
+    def wait_backups_hold(self, count: int, backups: Sequence[int] = (1, 2)) -> None:
+        """Until each of ``backups`` holds ``count`` live copies of the first node's
+        messages (FINs reach them after the messages, unacknowledged)."""
+        for i in backups:
+            wait_for(lambda: self.replication(i)["held_copies"].get(self.peers[0]) == count, 10,
+                     message=f"backup {i} holding {count} copies")
+
     def wait_connected(self) -> None:
         for i in range(len(self.nodes)):
             wait_for(lambda: all(b["connected"] for b in self.replication(i)["backups"]), 10,

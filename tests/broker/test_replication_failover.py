@@ -11,7 +11,7 @@ import time
 import pytest
 
 from nsq_protocol.commands import encode_mpub_body
-from tests.broker.load import Consumer, Fin, Hold, V2Connection, dpub, publish
+from tests.broker.load import Consumer, Fin, Hold, V2Connection, dpub, finish_then_hold, publish
 from tests.broker.replicas import cluster, post  # noqa: F401 (cluster: a fixture)
 from tests.servers import http, wait_for
 
@@ -31,17 +31,10 @@ async def test_killed_owner_is_replaced_by_a_backup_that_delivers_what_was_not_f
     assert acked == bodies
 
     # a consumer finishes 600 messages and holds 40 in flight when the owner dies
-    decisions = iter([Fin] * 600 + [Hold] * 40)
-    consumer = await Consumer(owner.tcp_address, "orders", "billing", rdy=40,
-                              decide=lambda d: next(decisions, Hold)).start()
-    await consumer.wait_until(lambda: len(consumer.deliveries) >= 640, 30, "640 deliveries")
-    await consumer.quiesce()
+    consumer = await finish_then_hold(owner.tcp_address, "orders", "billing", 600, 40)
     finished = set(consumer.finished)
     assert len(finished) == 600
-    # the backups learnt of every FIN (they are sent after the messages, unacknowledged)
-    for i in (1, 2):
-        wait_for(lambda: c.replication(i)["held_copies"].get(c.peers[0]) == 2000 - 600, 10,
-                 message=f"backup {i} forgot the finished messages")
+    c.wait_backups_hold(2000 - 600)
 
     owner.kill()
     shutil.rmtree(owner.workdir / "data")
@@ -178,15 +171,9 @@ async def test_an_owner_killed_and_restarted_at_once_has_what_its_memory_held_ad
     post(owner, "/channel/create?topic=orders&channel=billing")
     bodies = [b"kept-%04d" % i for i in range(500)]
     assert (await publish(owner.tcp_address, "orders", bodies, batch=50)).acked == bodies
-    decisions = iter([Fin] * 100 + [Hold] * 20)
-    consumer = await Consumer(owner.tcp_address, "orders", "billing", rdy=20,
-                              decide=lambda d: next(decisions, Hold)).start()
-    await consumer.wait_until(lambda: len(consumer.deliveries) >= 120, 30, "120 deliveries")
-    await consumer.quiesce()
+    consumer = await finish_then_hold(owner.tcp_address, "orders", "billing", 100, 20)
     finished = set(consumer.finished)
-    for i in (1, 2):
-        wait_for(lambda: c.replication(i)["held_copies"].get(c.peers[0]) == 400, 10,
-                 message=f"backup {i} was not told of the finished messages")
+    c.wait_backups_hold(400)
     await consumer.stop()
 
     owner.kill()

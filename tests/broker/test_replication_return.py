@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from tests.broker.load import Consumer, Fin, Hold, publish
+from tests.broker.load import Consumer, Fin, Hold, finish_then_hold, publish
 from tests.broker.replicas import cluster, post  # noqa: F401 (cluster: a fixture)
 from tests.servers import wait_for
 
@@ -25,14 +25,8 @@ async def test_an_owner_back_after_its_adoption_does_not_deliver_its_old_queue(c
     assert (await publish(owner.tcp_address, "orders", bodies, batch=50)).acked == bodies
 
     # 300 finished and 40 in flight when the owner dies: those 40 are the in-flight window
-    decisions = iter([Fin] * 300 + [Hold] * 40)
-    first = await Consumer(owner.tcp_address, "orders", "billing", rdy=40,
-                           decide=lambda d: next(decisions, Hold)).start()
-    await first.wait_until(lambda: len(first.deliveries) >= 340, 30, "340 deliveries")
-    await first.quiesce()
-    for i in (1, 2):
-        wait_for(lambda: c.replication(i)["held_copies"].get(c.peers[0]) == 700, 10,
-                 message=f"backup {i} forgot the finished messages")
+    first = await finish_then_hold(owner.tcp_address, "orders", "billing", 300, 40)
+    c.wait_backups_hold(700)
     owner.kill()
     await first.stop()
 
